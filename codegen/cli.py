@@ -1,0 +1,193 @@
+"""`codegen` command line: regenerate, list, explain."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import registry as registry_mod
+from .model import SpecError
+from .policy import Between, describe_point, lookup
+from .render import REGENERATE, render_all
+from .writer import FIX_HINT, check, write
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_OUT = os.path.join(ROOT, "generated")
+
+
+def _load(args) -> registry_mod.Registry:
+    return registry_mod.load(args.specs)
+
+
+def cmd_regenerate(args) -> int:
+    reg = _load(args)
+    files = render_all(reg)
+    if args.check:
+        problems = check(args.out, files)
+        if problems:
+            sys.stdout.write("".join(problems))
+            print(f"\n{len(problems)} generated file(s) differ from the specs.\n{FIX_HINT}",
+                  file=sys.stderr)
+            return 1
+        print(f"generated/ is up to date ({len(files)} files).")
+        return 0
+    result = write(args.out, files)
+    for rel in result["written"]:
+        print(f"wrote   generated/{rel}")
+    for rel in result["deleted"]:
+        print(f"deleted generated/{rel}")
+    print(f"{len(files)} files, {len(result['written'])} written, "
+          f"{len(result['deleted'])} deleted.")
+    return 0
+
+
+def cmd_list(args) -> int:
+    reg = _load(args)
+    rows = []
+    for v in reg.variants.values():
+        if args.family and v.family != args.family:
+            continue
+        if args.hardware and args.hardware not in v.hardware:
+            continue
+        dtypes = sorted({d for t in v.tensors for d in t.dtypes if not d.startswith("int")})
+        rows.append({"family": v.family, "name": v.name, "hardware": list(v.hardware),
+                     "dtypes": dtypes, "file": f"generated/{v.output}", "spec": str(v.loc)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    cols = ("family", "name", "hardware", "dtypes", "file", "spec")
+    table = [[", ".join(r[c]) if isinstance(r[c], list) else r[c] for c in cols] for r in rows]
+    widths = [max(len(c), *(len(t[i]) for t in table)) if table else len(c)
+              for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip())
+    print("  ".join("-" * w for w in widths))
+    for t in table:
+        print("  ".join(x.ljust(w) for x, w in zip(t, widths)).rstrip())
+    return 0
+
+
+def _parse_value(axis, text: str):
+    if axis.kind == "int":
+        return int(text)
+    for v in axis.values:
+        rendered = "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        if text in (rendered, str(v), ",".join(map(str, v)) if isinstance(v, tuple) else None):
+            return v
+    raise SystemExit(f"codegen explain: {axis.name}={text!r} is not one of "
+                     f"{', '.join(map(str, axis.values))}")
+
+
+def explain_policy(reg, policy_name: str, values: dict) -> dict:
+    """The rule a policy picks for ``values`` (axis name → value), as a JSON-able dict."""
+    policy = reg.policies[policy_name]
+    point = tuple(values[a.name] for a in policy.axes)
+    rule = lookup(policy, reg.tables[policy_name], point)
+    return {"policy": policy_name, "inputs": {a.name: values[a.name] for a in policy.axes},
+            "variant": rule.variant, "params": dict(rule.params),
+            "rule": rule.index, "where": str(rule.loc), "note": rule.note}
+
+
+def cmd_explain(args) -> int:
+    reg = _load(args)
+    target = args.target
+    if target in reg.variants and not args.values:
+        v = reg.variants[target]
+        rows = registry_mod.rules_for_variant(reg, target)
+        info = {"variant": v.name, "family": v.family, "spec": str(v.loc), "doc": v.doc,
+                "file": f"generated/{v.output}", "template": v.template,
+                "hardware": list(v.hardware), "constants": dict(v.constants),
+                "params": [p.name for p in v.params],
+                "selected_by": [{"policy": p, "rule": r.index, "where": str(r.loc),
+                                 "when": describe_point(reg.policies[p], tuple(
+                                     str(c) if isinstance(c, Between) else
+                                     ("*" if c is None else "|".join(map(str, c)))
+                                     for c in r.conds)),
+                                 "params": dict(r.params)} for p, r in rows]}
+        print(json.dumps(info, indent=2) if args.json else _pretty(info))
+        return 0
+    if target not in reg.policies:
+        print(f"codegen explain: {target!r} is neither a policy "
+              f"({', '.join(reg.policies)}) nor a variant", file=sys.stderr)
+        return 2
+    policy = reg.policies[target]
+    values = {}
+    for item in args.values:
+        if "=" not in item:
+            print(f"codegen explain: expected axis=value, got {item!r}", file=sys.stderr)
+            return 2
+        key, text = item.split("=", 1)
+        if key not in [a.name for a in policy.axes]:
+            print(f"codegen explain: policy {target!r} has no axis {key!r} "
+                  f"(axes: {', '.join(a.name for a in policy.axes)})", file=sys.stderr)
+            return 2
+        values[key] = _parse_value(policy.axis(key), text)
+    missing = [a.name for a in policy.axes if a.name not in values]
+    if missing:
+        print(f"codegen explain: give a value for {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        info = explain_policy(reg, target, values)
+    except LookupError as e:
+        print(f"codegen explain: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(info, indent=2, default=str) if args.json else _pretty(info))
+    return 0
+
+
+def _pretty(info: dict) -> str:
+    lines = []
+    for key, value in info.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            lines.append(f"{key}:")
+            for item in value:
+                lines.append("  - " + ", ".join(f"{k}={v}" for k, v in item.items()))
+        else:
+            lines.append(f"{key}: {value}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="codegen", description=(
+        "Declarative kernel-spec code generator: renders specs/ into generated/."))
+    parser.add_argument("--specs", default=registry_mod.DEFAULT_SPECS,
+                        help="spec package directory (default: specs/)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("regenerate", help="write generated/ from the specs",
+                       description="Render every spec into generated/: rewrites only files whose "
+                                   "content changed and deletes files no spec produces.")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 with a unified diff if generated/ is stale, "
+                        "hand-edited, missing a file or holding an extra one")
+    p.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: generated/)")
+    p.set_defaults(func=cmd_regenerate)
+
+    p = sub.add_parser("list", help="table of every variant",
+                       description="Print every variant: family, name, hardware, dtypes, file.")
+    p.add_argument("--family", help="only this family")
+    p.add_argument("--hardware", help="only variants declared for this hardware target")
+    p.add_argument("--json", action="store_true", help="JSON instead of a table")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("explain", help="which variant and launch parameters a policy picks",
+                       description="`codegen explain POLICY axis=value ...` prints the rule the "
+                                   "dispatcher matches (variant, launch parameters, spec line); "
+                                   "`codegen explain VARIANT` prints a variant, its file and the "
+                                   "rules that select it. Example: codegen explain router_gemm "
+                                   "hardware=sm_90 shape=6144x128 num_tokens=4")
+    p.add_argument("target", help="policy or variant name")
+    p.add_argument("values", nargs="*", help="axis=value pairs (policy form)")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(func=cmd_explain)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except SpecError as e:
+        print(f"codegen: spec error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""Dispatch policies: axes, rules, bucket tables, and the generation-time proof.
+
+A policy maps a point of its declared domain (hardware × dtype × head_dim × count buckets …)
+to a variant and its launch parameters. Rules are *disjoint*: the generator proves that every
+point of the domain matches exactly one rule (no gaps, no overlaps, so no rule is shadowed).
+Unknown devices are normalized to the ``generic`` hardware target at run time, which is the
+explicit fallback: its rules must cover the domain like any other target's.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import attrs
+
+from .model import Location, Param, SpecError, _to_tuple, fail, identifier, seq_of, spec_class, \
+    typed, LOC
+
+# ---------------------------------------------------------------------------------------------
+# Conditions
+
+
+@attrs.frozen
+class OneOf:
+    values: tuple
+
+    def __str__(self) -> str:
+        return " | ".join(_fmt(v) for v in self.values)
+
+
+@attrs.frozen
+class NoneOf:
+    values: tuple
+
+    def __str__(self) -> str:
+        return "not " + " | ".join(_fmt(v) for v in self.values)
+
+
+@attrs.frozen
+class Between:
+    lo: int
+    hi: int | None  # None: unbounded above
+
+    def __str__(self) -> str:
+        if self.hi is None:
+            return f"≥ {self.lo}"
+        return str(self.lo) if self.lo == self.hi else f"{self.lo}–{self.hi}"
+
+
+def one_of(*values) -> OneOf:
+    return OneOf(tuple(values))
+
+
+def none_of(*values) -> NoneOf:
+    return NoneOf(tuple(values))
+
+
+def between(lo: int, hi: int) -> Between:
+    return Between(lo, hi)
+
+
+def at_least(lo: int) -> Between:
+    return Between(lo, None)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, tuple):
+        return "(" + ", ".join(str(x) for x in v) + ")"
+    return str(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spec classes
+
+
+@spec_class
+class Axis:
+    """One dimension of a policy's domain: an enum of values, or an integer range."""
+
+    name: str = attrs.field(validator=identifier)
+    kind: str = attrs.field(validator=attrs.validators.in_(("enum", "int")))
+    doc: str = attrs.field(validator=typed(str))
+    values: tuple = attrs.field(default=(), converter=_to_tuple)
+    lo: int = attrs.field(default=0, validator=typed(int))
+    hi: int | None = attrs.field(default=None, validator=typed(int, optional=True))
+    loc: Location = LOC
+
+    def __attrs_post_init__(self):
+        if self.kind == "enum":
+            if not self.values:
+                fail(self, "values", "an enum axis needs at least one value")
+            if len(set(self.values)) != len(self.values):
+                fail(self, "values", "values must be distinct")
+        elif self.values:
+            fail(self, "values", "only enum axes take values (int axes take lo/hi)")
+        elif self.hi is not None and self.hi < self.lo:
+            fail(self, "hi", f"must be ≥ lo ({self.lo}), got {self.hi}")
+
+
+@spec_class
+class Buckets:
+    """A bucket table along one int axis: rows of (lo, hi, {param: value})."""
+
+    axis: str = attrs.field(validator=identifier)
+    rows: tuple = attrs.field(converter=_to_tuple, validator=seq_of(tuple))
+    loc: Location = LOC
+
+    @rows.validator
+    def _rows(self, attribute, value):
+        for row in value:
+            if len(row) != 3 or not isinstance(row[0], int) or \
+                    not (row[1] is None or isinstance(row[1], int)) or not isinstance(row[2], dict):
+                fail(self, "rows", f"rows must be (lo, hi or None, {{params}}), got {row!r}")
+            if row[1] is not None and row[1] < row[0]:
+                fail(self, "rows", f"bucket {row[0]}..{row[1]} is empty")
+        ordered = sorted(value, key=lambda r: r[0])
+        for a, b in zip(ordered, ordered[1:]):
+            if a[1] is None or a[1] >= b[0]:
+                fail(self, "rows", f"buckets {Between(a[0], a[1])} and {Between(b[0], b[1])} overlap")
+            if a[1] + 1 != b[0]:
+                fail(self, "rows", f"gap between buckets {Between(a[0], a[1])} and "
+                                   f"{Between(b[0], b[1])}: {a[1] + 1}..{b[0] - 1} is not covered")
+
+
+@spec_class
+class Rule:
+    """When every condition holds, use ``variant`` with ``params``.
+
+    ``when`` maps axis names to a value, ``one_of(...)``, ``none_of(...)`` or ``between(lo, hi)``;
+    axes it leaves out match anything. ``by`` expands the rule over a bucket table, each bucket
+    adding its own parameters.
+    """
+
+    when: dict = attrs.field(validator=typed(dict))
+    variant: str = attrs.field(validator=identifier)
+    params: dict = attrs.field(factory=dict, validator=typed(dict))
+    by: Buckets | None = attrs.field(default=None, validator=typed(Buckets, optional=True))
+    note: str = attrs.field(default="", validator=typed(str))
+    loc: Location = LOC
+
+
+@spec_class
+class Policy:
+    """An ordered table of disjoint rules over a declared domain."""
+
+    name: str = attrs.field(validator=identifier)
+    family: str = attrs.field(validator=identifier)
+    doc: str = attrs.field(validator=typed(str))
+    axes: tuple = attrs.field(converter=_to_tuple, validator=seq_of(Axis))
+    rules: tuple = attrs.field(converter=_to_tuple, validator=seq_of(Rule))
+    loc: Location = LOC
+
+    @axes.validator
+    def _axes(self, attribute, value):
+        names = [a.name for a in value]
+        if not names or names[0] != "hardware":
+            fail(self, "axes", "the first axis must be 'hardware'")
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            fail(self, "axes", f"axis declared twice: {', '.join(dup)}")
+
+    def axis(self, name: str) -> Axis:
+        return {a.name: a for a in self.axes}[name]
+
+
+# ---------------------------------------------------------------------------------------------
+# Flattened rules: what the generated dispatcher holds
+
+
+@attrs.frozen
+class FlatRule:
+    index: int
+    conds: tuple  # one per axis: None (any), tuple of allowed values (enum), Between (int)
+    variant: str
+    params: tuple  # ((name, value), ...) in the variant's parameter order
+    loc: Location
+    note: str
+
+    def matches(self, point: tuple) -> bool:
+        for cond, value in zip(self.conds, point):
+            if cond is None:
+                continue
+            if isinstance(cond, Between):
+                if value < cond.lo or (cond.hi is not None and value > cond.hi):
+                    return False
+            elif value not in cond:
+                return False
+        return True
+
+
+def _norm_enum(policy: Policy, rule: Rule, axis: Axis, raw: Any) -> tuple:
+    if isinstance(raw, OneOf):
+        values = raw.values
+    elif isinstance(raw, NoneOf):
+        values = tuple(v for v in axis.values if v not in raw.values)
+        bad = [v for v in raw.values if v not in axis.values]
+        if bad:
+            fail(rule, f"when.{axis.name}", f"value {bad[0]!r} is not in the axis domain "
+                                            f"({', '.join(_fmt(v) for v in axis.values)})")
+    elif isinstance(raw, Between):
+        fail(rule, f"when.{axis.name}", "a range needs an int axis; this axis is an enum")
+    else:
+        values = (raw,)
+    for v in values:
+        if v not in axis.values:
+            fail(rule, f"when.{axis.name}", f"value {v!r} is not in the axis domain "
+                                            f"({', '.join(_fmt(v) for v in axis.values)})")
+    if not values:
+        fail(rule, f"when.{axis.name}", "condition matches no value")
+    # Keep the axis' declared order so the generated table is stable.
+    return tuple(v for v in axis.values if v in values)
+
+
+def _norm_int(rule: Rule, axis: Axis, raw: Any) -> Between:
+    if isinstance(raw, bool) or not isinstance(raw, (int, Between)):
+        fail(rule, f"when.{axis.name}", f"an int axis takes an int or between(lo, hi), got {raw!r}")
+    cond = Between(raw, raw) if isinstance(raw, int) else raw
+    if cond.hi is not None and cond.hi < cond.lo:
+        fail(rule, f"when.{axis.name}", f"range {cond.lo}..{cond.hi} is empty")
+    if cond.lo < axis.lo or (axis.hi is not None and (cond.hi is None or cond.hi > axis.hi)):
+        fail(rule, f"when.{axis.name}",
+             f"range {cond} leaves the axis domain {Between(axis.lo, axis.hi)}")
+    return cond
+
+
+def _intersect(a: Between | None, b: Between) -> Between | None:
+    if a is None:
+        return b
+    lo = max(a.lo, b.lo)
+    his = [h for h in (a.hi, b.hi) if h is not None]
+    hi = min(his) if his else None
+    if hi is not None and hi < lo:
+        return None
+    return Between(lo, hi)
+
+
+def flatten(policy: Policy, variants: dict) -> tuple[FlatRule, ...]:
+    """Validate every rule against the axes and variants, expand bucket tables, prove the table.
+
+    ``variants`` maps variant name → Variant. Raises SpecError on the first broken rule.
+    """
+    axes = {a.name: a for a in policy.axes}
+    out: list[FlatRule] = []
+    for rule in policy.rules:
+        for key in sorted(rule.when):
+            if key not in axes:
+                fail(rule, f"when.{key}", f"policy '{policy.name}' has no axis {key!r} "
+                                          f"(axes: {', '.join(axes)})")
+        variant = variants.get(rule.variant)
+        if variant is None or variant.family != policy.family:
+            known = sorted(n for n, v in variants.items() if v.family == policy.family)
+            fail(rule, "variant", f"no variant {rule.variant!r} in family '{policy.family}' "
+                                  f"(known: {', '.join(known) or 'none'})")
+        conds = []
+        for axis in policy.axes:
+            raw = rule.when.get(axis.name)
+            if raw is None:
+                conds.append(None)
+            elif axis.kind == "enum":
+                conds.append(_norm_enum(policy, rule, axis, raw))
+            else:
+                conds.append(_norm_int(rule, axis, raw))
+        hw = conds[0] if conds[0] is not None else axes["hardware"].values
+        off = [h for h in hw if h not in variant.hardware]
+        if off:
+            fail(rule, "variant", f"variant '{variant.name}' is not declared for hardware "
+                                  f"{off[0]!r} (it supports: {', '.join(variant.hardware)})")
+        pieces = [(conds, dict(rule.params), rule.note)]
+        if rule.by is not None:
+            if rule.by.axis not in axes or axes[rule.by.axis].kind != "int":
+                fail(rule, "by.axis", f"bucket axis must be an int axis of the policy, "
+                                      f"got {rule.by.axis!r}")
+            pos = list(axes).index(rule.by.axis)
+            pieces = []
+            for lo, hi, extra in rule.by.rows:
+                clipped = _intersect(conds[pos], Between(lo, hi))
+                if clipped is None:
+                    continue
+                both = sorted(set(extra) & set(rule.params))
+                if both:
+                    fail(rule, f"by.{both[0]}", "set both by the rule and by its bucket")
+                c = list(conds)
+                c[pos] = clipped
+                pieces.append((c, {**rule.params, **extra}, rule.note))
+            if not pieces:
+                fail(rule, "by", "no bucket intersects the rule's own range")
+        for c, params, note in pieces:
+            variant.check_params(rule, "params", params)
+            ordered = tuple((p.name, params[p.name]) for p in variant.params)
+            out.append(FlatRule(len(out), tuple(c), variant.name, ordered, rule.loc, note))
+    prove(policy, out)
+    return tuple(out)
+
+
+def _cells(policy: Policy, rules: list[FlatRule]) -> list[list]:
+    """Representative values of the elementary cells of each axis."""
+    cells = []
+    for i, axis in enumerate(policy.axes):
+        if axis.kind == "enum":
+            cells.append(list(axis.values))
+            continue
+        cuts = {axis.lo}
+        for r in rules:
+            c = r.conds[i]
+            if c is not None:
+                cuts.add(c.lo)
+                if c.hi is not None:
+                    cuts.add(c.hi + 1)
+        top = None if axis.hi is None else axis.hi + 1
+        cells.append(sorted(x for x in cuts if top is None or x < top))
+    return cells
+
+
+def describe_point(policy: Policy, point: tuple) -> str:
+    return ", ".join(f"{a.name}={_fmt(v)}" for a, v in zip(policy.axes, point))
+
+
+def prove(policy: Policy, rules: list[FlatRule]) -> int:
+    """Every point of the domain matches exactly one rule. Returns the number of cells checked."""
+    count = 0
+    for point in itertools.product(*_cells(policy, rules)):
+        count += 1
+        hits = [r for r in rules if r.matches(point)]
+        if not hits:
+            raise SpecError(policy.loc, f"Policy {policy.name}", "rules",
+                            f"gap: no rule covers {describe_point(policy, point)} "
+                            f"(add a rule or widen a bucket)")
+        if len(hits) > 1:
+            a, b = hits[0], hits[1]
+            raise SpecError(b.loc, f"Policy {policy.name}", "rules",
+                            f"overlap: rule at {b.loc} and rule at {a.loc} both cover "
+                            f"{describe_point(policy, point)} (rules must be disjoint)")
+    return count
+
+
+def lookup(policy: Policy, rules: tuple[FlatRule, ...], point: tuple) -> FlatRule:
+    for r in rules:
+        if r.matches(point):
+            return r
+    raise LookupError(f"policy '{policy.name}': no rule for {describe_point(policy, point)}")
+
+
+__all__ = ["Axis", "Between", "Buckets", "FlatRule", "NoneOf", "OneOf", "Param", "Policy",
+           "Rule", "at_least", "between", "flatten", "lookup", "none_of", "one_of", "prove"]

@@ -1,0 +1,142 @@
+"""Load `specs/`, lower family specs to variants and policies, and validate the whole set.
+
+One registry drives everything: generation, the dispatch tables, `codegen list/explain` and
+test parametrization.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from typing import Any
+
+import attrs
+
+from . import families
+from .model import Hardware, SpecError, Variant
+from .policy import FlatRule, Policy, flatten
+
+DEFAULT_SPECS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "specs")
+
+
+@attrs.frozen
+class Registry:
+    hardware: dict  # name -> Hardware
+    variants: dict  # name -> Variant (sorted by name)
+    policies: dict  # name -> Policy
+    tables: dict  # policy name -> tuple[FlatRule]
+    family_specs: dict  # family -> tuple of family spec objects (as written in specs/)
+    extras: dict  # family -> extra render data returned by the family's expand()
+
+    def hardware_names(self) -> tuple:
+        return tuple(self.hardware)
+
+
+def _import_dir(spec_dir: str):
+    """Import ``spec_dir`` as a package under a private name; yield its submodules in name order."""
+    spec_dir = os.path.abspath(spec_dir)
+    init = os.path.join(spec_dir, "__init__.py")
+    if not os.path.exists(init):
+        raise SpecError(None, spec_dir, None, "spec directory must be a package (__init__.py)")
+    pkg_name = "_kspec_specs_" + hashlib.sha256(spec_dir.encode()).hexdigest()[:12]
+    for name in [m for m in sys.modules if m == pkg_name or m.startswith(pkg_name + ".")]:
+        del sys.modules[name]
+    spec = importlib.util.spec_from_file_location(pkg_name, init,
+                                                  submodule_search_locations=[spec_dir])
+    pkg = importlib.util.module_from_spec(spec)
+    sys.modules[pkg_name] = pkg
+    spec.loader.exec_module(pkg)
+    modules = []
+    for fname in sorted(os.listdir(spec_dir)):
+        if fname.endswith(".py") and fname != "__init__.py":
+            modules.append(importlib.import_module(f"{pkg_name}.{fname[:-3]}"))
+    return modules
+
+
+def _check_unique(objs: list, kind: str) -> dict:
+    out: dict[str, Any] = {}
+    for obj in objs:
+        if obj.name in out:
+            raise SpecError(obj.loc, f"{kind} {obj.name}", "name",
+                            f"two specs with the same name (first at {out[obj.name].loc})")
+        out[obj.name] = obj
+    return out
+
+
+def load(spec_dir: str = DEFAULT_SPECS) -> Registry:
+    collected: list = []
+    for module in _import_dir(spec_dir):
+        collected.extend(getattr(module, "SPECS", ()))
+
+    hardware = _check_unique([s for s in collected if isinstance(s, Hardware)], "Hardware")
+    for needed in ("generic",):
+        if needed not in hardware:
+            raise SpecError(None, "Hardware", "name",
+                            f"the fallback hardware target {needed!r} must be declared")
+    aliases: dict[str, str] = {}
+    for hw in hardware.values():
+        for alias in (hw.name,) + hw.aliases:
+            if alias in aliases and aliases[alias] != hw.name:
+                raise SpecError(hw.loc, f"Hardware {hw.name}", "aliases",
+                                f"alias {alias!r} already names {aliases[alias]!r}")
+            aliases[alias] = hw.name
+
+    variants = [s for s in collected if isinstance(s, Variant)]
+    policies = [s for s in collected if isinstance(s, Policy)]
+    family_specs: dict[str, tuple] = {}
+    extras: dict[str, Any] = {}
+    for family in families.ALL:
+        mine = tuple(s for s in collected if isinstance(s, family.SPEC_TYPES))
+        family_specs[family.NAME] = mine
+        v, p, extra = family.expand(mine, hardware)
+        variants.extend(v)
+        policies.extend(p)
+        extras[family.NAME] = extra
+    unknown = [s for s in collected if not isinstance(
+        s, (Hardware, Variant, Policy) + tuple(t for f in families.ALL for t in f.SPEC_TYPES))]
+    if unknown:
+        obj = unknown[0]
+        raise SpecError(getattr(obj, "loc", None), type(obj).__name__, None,
+                        "SPECS may hold only Hardware, Variant, Policy or family spec objects")
+
+    variant_map = _check_unique(variants, "Variant")
+    for v in variant_map.values():
+        for hw in v.hardware:
+            if hw not in hardware:
+                raise SpecError(v.loc, f"Variant {v.name}", "hardware",
+                                f"unknown hardware target {hw!r} "
+                                f"(declared: {', '.join(sorted(hardware))})")
+    policy_map = _check_unique(policies, "Policy")
+    tables = {}
+    for policy in policy_map.values():
+        hw_axis = policy.axis("hardware")
+        for hw in hw_axis.values:
+            if hw not in hardware:
+                raise SpecError(hw_axis.loc, f"Policy {policy.name}", "axes.hardware",
+                                f"unknown hardware target {hw!r}")
+        tables[policy.name] = flatten(policy, variant_map)
+    reg = Registry(
+        hardware=dict(sorted(hardware.items())),
+        variants=dict(sorted(variant_map.items())),
+        policies=dict(sorted(policy_map.items())),
+        tables=tables,
+        family_specs=family_specs,
+        extras=extras,
+    )
+    for family in families.ALL:
+        if hasattr(family, "check"):
+            family.check(reg)
+    return reg
+
+
+def hardware_aliases(reg: Registry) -> dict:
+    out = {}
+    for hw in reg.hardware.values():
+        for alias in (hw.name,) + hw.aliases:
+            out[alias] = hw.name
+    return dict(sorted(out.items()))
+
+
+def rules_for_variant(reg: Registry, variant: str) -> list[tuple[str, FlatRule]]:
+    return [(p, r) for p, rules in reg.tables.items() for r in rules if r.variant == variant]
