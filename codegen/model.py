@@ -40,13 +40,20 @@ def _relative(path: str) -> str:
 
 
 def caller_location() -> Location:
-    """First stack frame outside codegen/ and attrs: the spec line that built the object."""
+    """The spec line that built the object: the outermost frame in the first spec file found
+    outside codegen/ and attrs (so objects built by a helper function in a spec file point at
+    the top-level statement that called it)."""
     frame = sys._getframe(1)
     while frame is not None:
         fname = frame.f_code.co_filename
         inside = os.path.abspath(fname).startswith(_HERE + os.sep) or fname.startswith("<attrs")
         if not inside and "/attr/" not in fname and "/attrs/" not in fname:
-            return Location(_relative(fname), frame.f_lineno)
+            line = frame.f_lineno
+            outer = frame.f_back
+            while outer is not None and outer.f_code.co_filename == fname:
+                line = outer.f_lineno
+                outer = outer.f_back
+            return Location(_relative(fname), line)
         frame = frame.f_back
     return Location("<unknown>", 0)
 

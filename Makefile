@@ -1,0 +1,35 @@
+# `make regenerate` and `make test` each set up .venv when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+# Interpreter tests are CPU bound: one worker per core.
+JOBS ?= auto
+
+.PHONY: setup regenerate check test test-gpu clean
+
+$(STAMP): requirements-dev.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+regenerate: $(STAMP)
+	$(BIN)/codegen regenerate
+
+check: $(STAMP)
+	$(BIN)/codegen regenerate --check
+
+test: $(STAMP)
+	PYTHONHASHSEED=0 $(BIN)/codegen regenerate --check
+	PYTHONHASHSEED=4242 $(BIN)/codegen regenerate --check
+	$(BIN)/python -m pytest -q -n $(JOBS) tests
+
+# On a machine with a GPU (the H200 via the device tool: see NOTES.md).
+test-gpu:
+	python3 -m pytest -q -m gpu tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache
