@@ -262,7 +262,13 @@ class Variant:
     params: tuple = attrs.field(default=(), converter=_to_tuple, validator=seq_of(Param))
     tensors: tuple = attrs.field(default=(), converter=_to_tuple,
                                  validator=seq_of(TensorContract))
+    # Launch parameters used when a caller forces this variant and no policy row picks it.
+    defaults: dict = attrs.field(factory=dict, validator=typed(dict))
     loc: Location = LOC
+
+    def __attrs_post_init__(self):
+        if self.defaults:
+            self.check_params(self, "defaults", self.defaults)
 
     @output.validator
     def _output(self, attribute, value):

@@ -217,7 +217,9 @@ def _norm_int(rule: Rule, axis: Axis, raw: Any) -> Between:
     cond = Between(raw, raw) if isinstance(raw, int) else raw
     if cond.hi is not None and cond.hi < cond.lo:
         fail(rule, f"when.{axis.name}", f"range {cond.lo}..{cond.hi} is empty")
-    if cond.lo < axis.lo or (axis.hi is not None and (cond.hi is None or cond.hi > axis.hi)):
+    if cond.hi is None and axis.hi is not None:
+        cond = Between(cond.lo, axis.hi)  # "at least lo" ends where the domain ends
+    if cond.lo < axis.lo or (axis.hi is not None and cond.hi > axis.hi):
         fail(rule, f"when.{axis.name}",
              f"range {cond} leaves the axis domain {Between(axis.lo, axis.hi)}")
     return cond

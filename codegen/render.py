@@ -209,7 +209,9 @@ def artifacts(reg: Registry) -> list[Artifact]:
           for h in reg.hardware.values()]
     out.append(Artifact(path="_runtime.py", template="runtime.py.j2",
                         specs=tuple((h.name, _where(h)) for h in reg.hardware.values()),
-                        context={"hardware": hw, "aliases": literal(hardware_aliases(reg))}))
+                        context={"hardware": hw, "aliases": literal(hardware_aliases(reg)),
+                                 "dtypes": [{"key": k, "torch": t} for k, t in
+                                            TORCH_DTYPES.items()]}))
     variants = [{"family": v.family, "name": v.name, "hardware": ", ".join(v.hardware),
                  "output": v.output, "doc": v.doc, "where": _where(v)}
                 for v in reg.variants.values()]

@@ -2,7 +2,7 @@
 # Regenerate with `codegen regenerate`; check with `codegen regenerate --check`.
 # Template: codegen/templates/runtime.py.j2
 # Specs: generic (specs/hardware.py:11); gfx950 (specs/hardware.py:5); sm_90 (specs/hardware.py:8)
-# inputs-sha256: 2c7fb76838b69a0c (specs, template, codegen 0.1.0)
+# inputs-sha256: 44ab037ba60a7d38 (specs, template, codegen 0.1.0)
 # fmt: off
 # ruff: noqa
 
@@ -23,6 +23,15 @@ HARDWARE = {
     "sm_90": ("nvidia", None, (9, 0)),  # NVIDIA Hopper (H100/H200); policies measured on an H200
 }
 ALIASES = {'generic': 'generic', 'gfx950': 'gfx950', 'h100': 'sm_90', 'h200': 'sm_90', 'hopper': 'sm_90', 'mi350x': 'gfx950', 'mi355x': 'gfx950', 'sm90': 'sm_90', 'sm_90': 'sm_90'}
+# dtype names used by the dispatch tables
+DTYPE_KEYS = {
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.float32: "fp32",
+    torch.float8_e4m3fn: "fp8e4m3",
+    torch.int32: "int32",
+    torch.int64: "int64",
+}
 FALLBACK = "generic"
 
 log = logging.getLogger("generated")
@@ -125,3 +134,19 @@ def check_device(arg: str, t: torch.Tensor, device: torch.device | None = None) 
         return
     raise ValueError(f"{arg}: must be on a GPU device (CPU tensors need TRITON_INTERPRET=1), "
                      f"got {t.device}")
+
+
+def dtype_key(dtype) -> str:
+    """Dispatch-table name of a torch dtype ("bf16", ...); table names pass through."""
+    if isinstance(dtype, torch.dtype):
+        if dtype not in DTYPE_KEYS:
+            raise ValueError(f"dtype: {dtype} has no dispatch name (known: "
+                             f"{', '.join(sorted(DTYPE_KEYS.values()))})")
+        return DTYPE_KEYS[dtype]
+    name = str(dtype)
+    if name in DTYPE_KEYS.values():
+        return name
+    for t, key in DTYPE_KEYS.items():
+        if name in (str(t), str(t).replace("torch.", "")):
+            return key
+    raise ValueError(f"dtype: unknown dtype {dtype!r} (known: {', '.join(sorted(DTYPE_KEYS.values()))})")

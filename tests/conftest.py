@@ -32,8 +32,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# Triton 3.6.0 interpreter defects (bf16 tl.dot, loaded loop bounds): patched for CPU runs only;
-# see tests/interpreter_fixes.py. No-op when TRITON_INTERPRET is off.
+# Triton 3.6.0 interpreter defects (bf16 tl.dot, loaded loop bounds, constexpr <op> tensor):
+# patched for CPU runs only; see tests/interpreter_fixes.py. No-op when TRITON_INTERPRET is off.
 import sys  # noqa: E402
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
@@ -41,3 +41,4 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
 import interpreter_fixes  # noqa: E402
 
 interpreter_fixes.install()
+__import__("interpreter_fixes_topk").install_xor_reduce_fast_path()  # tl.topk speed (CPU only)

@@ -21,9 +21,17 @@ def check(registry) -> None:
     policy = registry.policies.get("index_topk")
     if policy is None:
         return
-    pos = [a.name for a in policy.axes].index("max_block")
+    names = [a.name for a in policy.axes]
+    pos, topk_pos = names.index("max_block"), names.index("topk")
     for rule in registry.tables["index_topk"]:
         params = dict(rule.params)
+        widest = rule.conds[topk_pos].hi if rule.conds[topk_pos] is not None else None
+        widest = policy.axes[topk_pos].hi if widest is None else widest
+        if 1 << (widest - 1).bit_length() > params["topk_tile"]:
+            raise SpecError(rule.loc, "Policy index_topk", "params.topk_tile",
+                            f"next_pow2(topk) must fit the tile: topk up to {widest} needs "
+                            f"topk_tile ≥ {1 << (widest - 1).bit_length()}, got "
+                            f"{params['topk_tile']}")
         cap = params["topk_chunks"] * params["topk_tile"]
         hi = rule.conds[pos].hi if rule.conds[pos] is not None else None
         if params["single_tile"] and (hi is None or hi > cap):
@@ -33,3 +41,39 @@ def check(registry) -> None:
         if params["adaptive_merge"] and params["topk_chunks"] > 16:
             raise SpecError(rule.loc, "Policy index_topk", "params.adaptive_merge",
                             "adaptive_merge supports at most 16 chunks")
+
+
+# Public names each generated file of the family exports through `generated`.
+EXPORTS = {
+    "index_score.py": (),
+    "index_topk.py": (),
+    "decode_indexer.py": ("alloc_sparse_block_table", "build_sparse_block_table_decode",
+                          "explain_index_decode", "index_decode", "index_decode_scores",
+                          "index_decode_with_launch", "sparse_block_page_stride"),
+}
+
+
+def context(path: str, variants: list, reg) -> tuple[dict, list[str]]:
+    """Render context of one generated file of the family: its contract constants (one set
+    shared by every variant), tensor contracts and variant names, all lowered to literals."""
+    from ..render import literal, lower_contract
+
+    constants = {}
+    for v in variants:
+        for key, value in v.constants:
+            if constants.setdefault(key, value) != value:
+                raise SpecError(v.loc, f"Variant {v.name}", "constants",
+                                f"{key} = {value!r} disagrees with another variant of {path}")
+    contracts = {}
+    for v in variants:
+        for t in v.tensors:
+            contracts[t.name] = lower_contract(t)
+    ctx = {
+        "constants": [{"name": k, "value": literal(val)} for k, val in constants.items()],
+        "c": {k: literal(val) for k, val in constants.items()},
+        "contracts": contracts,
+        "variants": [v.name for v in variants],
+        "defaults": {name: literal(v.defaults) for name, v in reg.variants.items()
+                     if v.family == NAME and v.defaults},
+    }
+    return ctx, list(EXPORTS[path])

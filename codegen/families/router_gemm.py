@@ -14,8 +14,8 @@ from ..model import (LOC, NUM_STAGES, NUM_WARPS, Location, Param, TensorContract
 from ..policy import Axis, Buckets, Policy, Rule
 
 NAME = "router_gemm"
-OUTPUT = "router_gemm.py"
-TEMPLATE = "router_gemm.py.j2"
+OUTPUT = "moe_router.py"
+TEMPLATE = "moe_router.py.j2"
 
 PARAMS = (
     Param(name="block_m", kind="int", pow2=True, maximum=32, doc="token rows per program"),
@@ -139,5 +139,5 @@ def context(path: str, variants: list, reg) -> tuple[dict, list[str]]:
         "table": NAME.upper(),
     }
     names = ["ROUTER_GEMM_SHAPES", "can_use_router_gemm", "explain_router_gemm",
-             "explain_router_logits", "router_gemm", "router_logits"]
+             "explain_router_logits", "launch_router_gemm", "router_gemm", "router_logits"]
     return ctx, names

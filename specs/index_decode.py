@@ -1,0 +1,203 @@
+"""MiniMax-M3 sparse-attention decode indexer (KERNELS.md §§1–6, 8, 10).
+
+Variants: the split-K and request-balanced block scorers, the fused top-k selector (optionally
+emitting the page-16 sparse block table), and the standalone sparse-table builder.
+Policies: `index_score` picks the scorer and its grid; `index_topk` the selector's chunking.
+gfx950 rows reproduce upstream §8 exactly; generic is upstream's non-gfx950 branch; sm_90 rows
+come from H200 measurements (specs/tuned_sm_90.py).
+"""
+from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
+from codegen.policy import Axis, Buckets, Policy, Rule, at_least, between, none_of, one_of
+
+from .tuned_sm_90 import INDEX_SCORE as SM_90_SCORE, INDEX_TOPK as SM_90_TOPK
+
+# Contract constants (§1), baked into every generated file of the family as literals.
+CONSTANTS = (
+    ("SPARSE_BLOCK_SIZE", 128),  # tokens per sparse block = one index-K page
+    ("PAGES_PER_SPARSE_BLOCK", 8),  # page-16 ids per sparse block per K/V side
+    ("FORCED_INIT_SCORE", 1e30),
+    ("FORCED_LOCAL_SCORE", 1e29),
+    ("NAN_SCORE", -1e30),  # what a NaN score ranks as
+    ("MAX_SPARSE_BLOCKS", 65535),  # exclusive: block ids must fit the 16-bit tie field
+    ("SCORE_ROW_ALIGN", 16),  # score rows are padded to a multiple of this
+    ("MAX_TOPK", 512),  # the selector's widest tile
+)
+HARDWARE = ("gfx950", "sm_90", "generic")
+Q_DTYPES = ("bf16", "fp16")
+CACHE_DTYPES = ("bf16", "fp16", "fp8e4m3")
+
+IDX_Q = TensorContract(name="idx_q", rank=3, dtypes=Q_DTYPES, doc="[total_q, H, D], any strides")
+CACHE = TensorContract(name="index_kv_cache", rank=3, dtypes=CACHE_DTYPES,
+                       doc="[num_pages, 128, D], any strides; fp8 used unscaled")
+BLOCK_TABLE = TensorContract(name="block_table", rank=2, dtypes=("int32",),
+                             doc="[R, ≥max_block] index-K pages; unit column stride")
+SEQ_LENS = TensorContract(name="seq_lens", rank=1, dtypes=("int32",),
+                          doc="[R] KV length incl. the decode tokens; 0 = padding request")
+SCORES = TensorContract(name="scores", rank=3, dtypes=("fp32",),
+                        doc="[H, total_q, round_up(max_block, 16)] block scores")
+TOPK_IDX = TensorContract(name="topk_idx", rank=3, dtypes=("int32",),
+                          doc="[H, total_q, topk] block ids, -1 padding")
+ATTN_TABLE = TensorContract(name="attention_block_table", rank=2, dtypes=("int32",),
+                            doc="[R, ≥max_block] main-KV pages; unit column stride")
+SPARSE_TABLE = TensorContract(name="sparse_block_table_out", rank=2, dtypes=("int32",),
+                              doc="[total_q, topk·8] page-16 ids; unit column stride")
+SPARSE_LENS = TensorContract(name="sparse_context_lens_out", rank=1, dtypes=("int32",),
+                             doc="[total_q] attended tokens per row; unit stride")
+COUNTER = TensorContract(name="completion_counter", rank=2, dtypes=("int32",), contiguous=True,
+                         doc="[H, ≥total_q] zero between launches")
+
+SCORERS = dict(family="index_decode", template="index_score.py.j2", output="index_score.py",
+               hardware=HARDWARE, constants=CONSTANTS,
+               tensors=(IDX_Q, CACHE, BLOCK_TABLE, SEQ_LENS, SCORES))
+
+SPECS = [
+    Variant(name="index_score_split", **SCORERS,
+            doc="split-K scorer: grid (R, kv_chunks), contiguous block chunks per request",
+            params=(Param(name="kv_chunks", kind="int", pow2=True, maximum=256),
+                    Param(name="high_batch", kind="bool"), NUM_WARPS, NUM_STAGES),
+            defaults=dict(kv_chunks=32, high_batch=False, num_warps=None, num_stages=None)),
+    Variant(name="index_score_balanced", **SCORERS,
+            doc="request-balanced scorer: grid budget + R - 1 over the requests' real blocks",
+            params=(Param(name="program_budget", kind="int", maximum=1 << 20),
+                    NUM_WARPS, NUM_STAGES),
+            defaults=dict(program_budget=1024, num_warps=2, num_stages=1)),
+    Variant(name="index_topk_fused", family="index_decode", template="index_topk.py.j2",
+            output="index_topk.py", hardware=HARDWARE, constants=CONSTANTS,
+            doc="fused top-k selector: per-row adaptive chunks, last-arrival merge, optional "
+                "page-16 sparse table",
+            tensors=(SCORES, SEQ_LENS, TOPK_IDX, COUNTER, ATTN_TABLE, SPARSE_TABLE, SPARSE_LENS),
+            params=(Param(name="topk_chunks", kind="int", pow2=True, maximum=16),
+                    Param(name="topk_tile", kind="int", pow2=True, minimum=16, maximum=512),
+                    Param(name="single_tile", kind="bool"),
+                    Param(name="adaptive_merge", kind="bool"),
+                    NUM_WARPS, NUM_STAGES)),
+    Variant(name="index_decode", family="index_decode", template="decode_indexer.py.j2",
+            output="decode_indexer.py", hardware=HARDWARE, constants=CONSTANTS,
+            doc="host entry points: validation, allocation, scorer + selector launches, "
+                "standalone page-16 sparse table builder",
+            tensors=(IDX_Q, CACHE, BLOCK_TABLE, SEQ_LENS, TOPK_IDX, ATTN_TABLE, SPARSE_TABLE,
+                     SPARSE_LENS, COUNTER)),
+]
+
+# ---------------------------------------------------------------------------------------------
+# index_score: scorer choice and grid (§8.1, §8.2)
+
+# Default split grid: kv_chunks = pow2floor(min(256, 512 // R)) written out as buckets.
+DEFAULT_SPLIT = Buckets(axis="num_reqs", rows=(
+    (1, 2, dict(kv_chunks=256)), (3, 4, dict(kv_chunks=128)), (5, 8, dict(kv_chunks=64)),
+    (9, 16, dict(kv_chunks=32)), (17, 32, dict(kv_chunks=16)), (33, 64, dict(kv_chunks=8)),
+    (65, 128, dict(kv_chunks=4)), (129, 256, dict(kv_chunks=2)), (257, None, dict(kv_chunks=1)),
+))
+# gfx950 high-batch grid (target 1024 programs) for 20–64 requests.
+GFX950_HIGH_BATCH = Buckets(axis="num_reqs", rows=(
+    (20, 32, dict(kv_chunks=32)), (33, 64, dict(kv_chunks=16)),
+))
+
+# Query lanes: several heads and several decode rows per request ("multi") vs the rest.
+MULTI_LANE = {"num_heads": one_of(2, 4), "max_q": between(2, 8)}
+SINGLE_LANE = ({"num_heads": 1}, {"num_heads": one_of(2, 4), "max_q": 1})
+MULTI_LANE_OPTIONS = dict(num_warps=4, num_stages=2)
+BACKEND_DEFAULT_OPTIONS = dict(num_warps=None, num_stages=None)
+
+
+def split_rules(when, by, *, single=BACKEND_DEFAULT_OPTIONS, multi=MULTI_LANE_OPTIONS,
+                high_batch=False, note=""):
+    """Split-scorer rules over ``when`` for both lane kinds."""
+    rules = [Rule(when={**when, **MULTI_LANE}, variant="index_score_split", by=by, note=note,
+                  params=dict(high_batch=high_batch, **multi))]
+    for lane in SINGLE_LANE:
+        rules.append(Rule(when={**when, **lane}, variant="index_score_split", by=by, note=note,
+                          params=dict(high_batch=high_batch, **single)))
+    return rules
+
+
+GFX950_BF16_D128 = {"hardware": "gfx950", "q_dtype": "bf16", "cache_dtype": "bf16",
+                    "head_dim": 128}
+# Every other gfx950 dtype/head_dim combination, as disjoint pieces.
+GFX950_OTHER = (
+    {"hardware": "gfx950", "q_dtype": none_of("bf16")},
+    {"hardware": "gfx950", "q_dtype": "bf16", "cache_dtype": none_of("bf16")},
+    {"hardware": "gfx950", "q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": none_of(128)},
+)
+
+INDEX_SCORE_RULES = [
+    Rule(when={**GFX950_BF16_D128, "num_reqs": between(1, 8)}, variant="index_score_balanced",
+         params=dict(program_budget=1024, num_warps=2, num_stages=1), note="balanced, 1–8 requests"),
+    Rule(when={**GFX950_BF16_D128, "num_reqs": between(9, 11)}, variant="index_score_balanced",
+         params=dict(program_budget=768, num_warps=2, num_stages=1), note="balanced, 9–11 requests"),
+    *split_rules({**GFX950_BF16_D128, "num_reqs": between(12, 19)}, DEFAULT_SPLIT,
+                 note="split, default grid"),
+    *split_rules({**GFX950_BF16_D128, "num_reqs": between(20, 64)}, GFX950_HIGH_BATCH,
+                 single=dict(num_warps=2, num_stages=1), high_batch=True,
+                 note="split, high-batch grid"),
+    *split_rules({**GFX950_BF16_D128, "num_reqs": at_least(65)}, DEFAULT_SPLIT,
+                 note="split, default grid"),
+    *[r for when in GFX950_OTHER for r in split_rules(when, DEFAULT_SPLIT,
+                                                      note="split, default grid")],
+    *split_rules({"hardware": "generic"}, DEFAULT_SPLIT, note="upstream common/CUDA default"),
+    *SM_90_SCORE,
+]
+
+# ---------------------------------------------------------------------------------------------
+# index_topk: selector chunking (§8.3). P = total_q · H (rows × heads).
+
+GENERAL_TOPK = Buckets(axis="rows_x_heads", rows=(
+    (1, 4, dict(topk_chunks=16)), (5, 8, dict(topk_chunks=8)), (9, 16, dict(topk_chunks=4)),
+    (17, 32, dict(topk_chunks=2)), (33, None, dict(topk_chunks=1)),
+))
+GENERAL_TOPK_OPTIONS = dict(topk_tile=512, num_warps=8, num_stages=2, single_tile=False,
+                            adaptive_merge=False)
+# Upstream's general branch, for every (topk, max_block) its fast branches leave out.
+GFX950_GENERAL = (
+    {"hardware": "gfx950", "topk": between(1, 15)},
+    {"hardware": "gfx950", "topk": at_least(17)},
+    {"hardware": "gfx950", "topk": 16, "max_block": 0},
+    {"hardware": "gfx950", "topk": 16, "max_block": at_least(8193)},
+)
+
+INDEX_TOPK_RULES = [
+    Rule(when={"hardware": "gfx950", "topk": 16, "max_block": between(1, 128)},
+         variant="index_topk_fused", note="one 128-block tile",
+         params=dict(topk_chunks=1, topk_tile=128, num_warps=2, num_stages=1, single_tile=True,
+                     adaptive_merge=True)),
+    Rule(when={"hardware": "gfx950", "topk": 16, "max_block": between(129, 8192)},
+         variant="index_topk_fused", note="16 single-tile chunks, adaptive merge",
+         params=dict(topk_chunks=16, topk_tile=512, num_warps=4, num_stages=2, single_tile=True,
+                     adaptive_merge=True)),
+    *[Rule(when=when, variant="index_topk_fused", by=GENERAL_TOPK, params=GENERAL_TOPK_OPTIONS,
+           note="general branch") for when in GFX950_GENERAL],
+    Rule(when={"hardware": "generic"}, variant="index_topk_fused", by=GENERAL_TOPK,
+         params=GENERAL_TOPK_OPTIONS, note="general branch"),
+    *SM_90_TOPK,
+]
+
+SPECS += [
+    Policy(name="index_score", family="index_decode",
+           doc="decode scorer (split or balanced) and its grid",
+           axes=(
+               Axis(name="hardware", kind="enum", values=HARDWARE, doc="normalized target"),
+               Axis(name="q_dtype", kind="enum", values=Q_DTYPES, doc="idx_q dtype"),
+               Axis(name="cache_dtype", kind="enum", values=CACHE_DTYPES,
+                    doc="index_kv_cache dtype"),
+               Axis(name="head_dim", kind="enum", values=(16, 32, 64, 128, 256),
+                    doc="index head dim D"),
+               Axis(name="num_reqs", kind="int", lo=1, doc="decode requests R (R = 0 launches "
+                                                             "nothing)"),
+               Axis(name="max_block", kind="int", lo=0, hi=65534,
+                    doc="cdiv(max_seq_len, 128): score-row capacity"),
+               Axis(name="num_heads", kind="enum", values=(1, 2, 4), doc="local index heads H"),
+               Axis(name="max_q", kind="int", lo=1, hi=8,
+                    doc="max_decode_query_len (Qmax); BLOCK_SIZE_Q = next_pow2(Qmax)"),
+           ),
+           rules=INDEX_SCORE_RULES),
+    Policy(name="index_topk", family="index_decode",
+           doc="fused top-k selector chunking and tile",
+           axes=(
+               Axis(name="hardware", kind="enum", values=HARDWARE, doc="normalized target"),
+               Axis(name="topk", kind="int", lo=1, hi=512, doc="blocks selected per row"),
+               Axis(name="max_block", kind="int", lo=0, hi=65534,
+                    doc="cdiv(max_seq_len, 128): score-row capacity"),
+               Axis(name="rows_x_heads", kind="int", lo=1, doc="total_q · H"),
+           ),
+           rules=INDEX_TOPK_RULES),
+]

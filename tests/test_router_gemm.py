@@ -1,0 +1,840 @@
+"""Router GEMM (KERNELS.md §11, invariants §12 items 15-18).
+
+CPU runs go through Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET=1 when there
+is no GPU); on a GPU machine the same tests run on the device. The reference is written from the
+spec text: logits[m, n] = Σ_k float32(x[m, k]) · w[n, k], evaluated in fp64 (a bf16 or fp32 value
+widens exactly to fp64, so the reference is exact up to one fp64 rounding per product/sum).
+Tests marked ``gpu`` need a CUDA device and are skipped elsewhere.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import types
+import zlib
+
+import pytest
+import torch
+
+import generated
+from generated import (
+    ROUTER_GEMM_SHAPES,
+    can_use_router_gemm,
+    explain_router_gemm,
+    explain_router_logits,
+    router_gemm,
+    router_logits,
+)
+from generated.dispatch import ROUTER_GEMM as TABLE
+
+# The module that defines the kernel and the wrappers (F, _router_gemm_kernel live there).
+# `generated.router_gemm` is the re-exported function, so go through its __module__.
+_mod = sys.modules[router_gemm.__module__]
+_rt = sys.modules["generated._runtime"]
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICE = torch.device("cuda" if HAS_CUDA else "cpu")
+gpu = pytest.mark.gpu
+
+ATOL = 5e-4
+MAX_TOKENS = 32
+
+# §11 "Supported (K = hidden_size, N = num_experts)", written out independently of the code.
+SPEC_SHAPES = ((3072, 256), (4096, 8), (4096, 192), (6144, 128), (6144, 256))
+
+# §11 launch table for gfx950: shape -> (M <= 4, 5 <= M <= 16, 17 <= M <= 32) of
+# (BLOCK_M, BLOCK_K, num_warps); num_stages is always 1.
+GFX950_TABLE = {
+    (4096, 8): ((1, 1024, 4), (1, 1024, 4), (1, 1024, 4)),
+    (3072, 256): ((1, 1024, 8), (4, 1024, 8), (8, 1024, 8)),
+    (4096, 192): ((1, 1024, 8), (4, 1024, 8), (4, 2048, 8)),
+    (6144, 128): ((1, 1024, 8), (4, 1024, 8), (4, 2048, 8)),
+    (6144, 256): ((1, 1024, 8), (8, 1024, 8), (4, 2048, 8)),
+}
+BUCKETS = ((1, 4), (5, 16), (17, 32))
+HARDWARE = ("gfx950", "sm_90", "generic")
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def shape_id(shape) -> str:
+    return f"k{shape[0]}_n{shape[1]}"
+
+
+def topk_k(shape) -> int:
+    """§12.16: k = 2 for (4096, 8), else 8."""
+    return 2 if tuple(shape) == (4096, 8) else 8
+
+
+# -------------------------------------------------------------------------------------------
+# Reference and input helpers
+# -------------------------------------------------------------------------------------------
+
+
+def seed_of(*parts) -> int:
+    return zlib.crc32(repr(parts).encode())
+
+
+def make_inputs(K, N, M, x_dtype, *, seed, device=DEVICE, w_dtype=torch.float32):
+    """x ~ randn [M, K] in x_dtype; w ~ 0.02·randn [N, K] (router-like logit scale ~1-2)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(M, K, generator=g).to(x_dtype)
+    w = (torch.randn(N, K, generator=g) * 0.02).to(w_dtype)
+    return x.to(device), w.to(device)
+
+
+def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """fp64 Σ_k x[m, k] · w[n, k] for the last axis of x (on x's device)."""
+    return torch.matmul(x.detach().double(), w.detach().double().t())
+
+
+def check_logits(out, x, w, *, atol=ATOL):
+    """§12.15: shape [..., N], fp32, x's device, contiguous, no NaN, |out - ref| <= atol."""
+    expected_shape = tuple(x.shape[:-1]) + (w.shape[0],)
+    assert tuple(out.shape) == expected_shape
+    assert out.dtype == torch.float32
+    assert out.device == x.device
+    assert out.is_contiguous()
+    assert not torch.isnan(out).any(), "NaN in logits"
+    ref = reference(x, w)
+    torch.testing.assert_close(out.double(), ref, atol=atol, rtol=0)
+    return ref
+
+
+def check_topk(out, ref, k, *, tol=1e-3):
+    """§12.16: top-k expert sets agree except swaps whose reference logit is within tol of the
+    reference k-th value."""
+    k = min(k, out.shape[-1])
+    out = out.double().reshape(-1, out.shape[-1]).cpu()
+    ref = ref.double().reshape(-1, ref.shape[-1]).cpu()
+    for m in range(out.shape[0]):
+        ref_vals, ref_idx = torch.topk(ref[m], k)
+        got = set(torch.topk(out[m], k).indices.tolist())
+        want = set(ref_idx.tolist())
+        kth = ref_vals[-1].item()
+        for e in got ^ want:
+            assert abs(ref[m, e].item() - kth) <= tol, (
+                f"row {m}: expert {e} swapped into/out of the top-{k} (ref logit "
+                f"{ref[m, e].item():.6g}, k-th value {kth:.6g}); got {sorted(got)}, "
+                f"want {sorted(want)}")
+
+
+class KernelSpy:
+    """Stands in for the module's Triton kernel: records each launch, then runs it."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.calls = []
+
+    def __getitem__(self, grid):
+        launcher = self.kernel[grid]
+
+        def run(*args, **kwargs):
+            self.calls.append((tuple(grid), dict(kwargs)))
+            return launcher(*args, **kwargs)
+
+        return run
+
+
+class _NoKernel:
+    def __getitem__(self, grid):
+        raise AssertionError("the router GEMM kernel must not launch here")
+
+
+@pytest.fixture
+def kernel_spy(monkeypatch):
+    spy = KernelSpy(_mod._router_gemm_kernel)
+    monkeypatch.setattr(_mod, "_router_gemm_kernel", spy)
+    return spy
+
+
+@pytest.fixture
+def no_linear(monkeypatch):
+    """Make the F.linear fallback of the generated module raise: proves the kernel ran."""
+
+    def linear(*args, **kwargs):
+        raise AssertionError("router_logits took the F.linear fallback")
+
+    monkeypatch.setattr(_mod, "F", types.SimpleNamespace(linear=linear))
+
+
+@pytest.fixture
+def no_kernel(monkeypatch):
+    monkeypatch.setattr(_mod, "_router_gemm_kernel", _NoKernel())
+
+
+@pytest.fixture
+def exact_fp32_matmul():
+    """The linear fallback must be compared in true fp32 (no TF32) on a GPU."""
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+# Kernel results shared between the correctness test and the top-k test (same seeded inputs).
+_RESULTS: dict = {}
+
+
+def run_case(shape, M, dtype_name):
+    key = (tuple(shape), M, dtype_name)
+    if key not in _RESULTS:
+        K, N = shape
+        x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("main", *key))
+        _RESULTS[key] = (x, w, router_gemm(x, w))
+    return _RESULTS[key]
+
+
+# -------------------------------------------------------------------------------------------
+# 1. Numerics for every shape x M x dtype (§12.15)
+# -------------------------------------------------------------------------------------------
+
+
+def test_supported_shapes_match_spec():
+    assert set(ROUTER_GEMM_SHAPES) == set(SPEC_SHAPES)
+    assert len(ROUTER_GEMM_SHAPES) == len(SPEC_SHAPES)
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("M", [0, 1, 5, 17, 32], ids=lambda m: f"M{m}")
+@pytest.mark.parametrize("shape", SPEC_SHAPES, ids=shape_id)
+def test_router_gemm_matches_reference(shape, M, dtype_name):
+    x, w, out = run_case(shape, M, dtype_name)
+    ref = check_logits(out, x, w)
+    assert out.shape == (M, shape[1])
+    if M:
+        check_topk(out, ref, topk_k(shape))
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("shape", SPEC_SHAPES, ids=shape_id)
+def test_zero_tokens_launches_nothing(shape, dtype_name, kernel_spy):
+    K, N = shape
+    x = torch.empty(0, K, dtype=DTYPES[dtype_name], device=DEVICE)
+    w = torch.randn(N, K, device=DEVICE)
+    out = router_gemm(x, w)
+    assert out.shape == (0, N) and out.dtype == torch.float32 and out.device == x.device
+    assert kernel_spy.calls == []
+    assert can_use_router_gemm(x, w)
+
+
+def test_output_is_fresh_and_inputs_untouched():
+    K, N = 4096, 8
+    x, w = make_inputs(K, N, 7, torch.bfloat16, seed=seed_of("fresh"))
+    x0, w0 = x.clone(), w.clone()
+    a = router_gemm(x, w)
+    b = router_gemm(x, w)
+    assert a.data_ptr() != b.data_ptr()
+    assert torch.equal(a, b)  # deterministic
+    assert torch.equal(x, x0) and torch.equal(w, w0)
+    check_logits(a, x, w)
+
+
+# -------------------------------------------------------------------------------------------
+# 2. Top-k expert agreement (§12.16)
+# -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("M", [5, 32], ids=lambda m: f"M{m}")
+@pytest.mark.parametrize("shape", SPEC_SHAPES, ids=shape_id)
+def test_topk_experts_match_reference(shape, M, dtype_name):
+    x, w, out = run_case(shape, M, dtype_name)
+    check_topk(out, reference(x, w), topk_k(shape))
+
+
+def test_topk_checker_allows_only_near_ties():
+    """The §12.16 exemption is tight: a swap at a near tie passes, a real swap does not."""
+    ref = torch.tensor([[5.0, 4.0, 3.0, 2.9995, 1.0]], dtype=torch.float64)
+    near = ref.clone()
+    near[0, 3] = 3.0001  # experts 2 and 3 swap; |ref[3] - kth| = 5e-4
+    check_topk(near, ref, 3)
+    far = ref.clone()
+    far[0, 4] = 3.5  # expert 4 (ref 1.0) enters the top-3
+    with pytest.raises(AssertionError):
+        check_topk(far, ref, 3)
+
+
+# -------------------------------------------------------------------------------------------
+# 3. Validation (§11 rows 2-9) and can_use_router_gemm
+# -------------------------------------------------------------------------------------------
+
+
+def _t(M, K, dtype=torch.float32, device=None):
+    return torch.randn(M, K, device=device or DEVICE).to(dtype)
+
+
+def _meta(*shape, dtype=torch.float32):
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def _noncontig(M, K, dtype=torch.float32):
+    return torch.randn(K, M, device=DEVICE).to(dtype).t()
+
+
+# id -> (builder returning (x, w), fragments the message must contain)
+REJECTIONS = {
+    # row 2: both 2-D
+    "x_1d": (lambda: (torch.randn(4096, device=DEVICE), _t(8, 4096)), ["hidden_states", "2-D"]),
+    "x_3d": (lambda: (torch.randn(2, 3, 4096, device=DEVICE), _t(8, 4096)),
+             ["hidden_states", "2-D"]),
+    "w_1d": (lambda: (_t(3, 4096), torch.randn(4096, device=DEVICE)), ["router_weight", "2-D"]),
+    "w_3d": (lambda: (_t(3, 4096), torch.randn(1, 8, 4096, device=DEVICE)),
+             ["router_weight", "2-D"]),
+    "x_not_tensor": (lambda: ([[0.0] * 4096], _t(8, 4096)), ["hidden_states"]),
+    # row 3: x dtype in {bf16, fp32}
+    "x_fp16": (lambda: (_t(3, 4096, torch.float16), _t(8, 4096)),
+               ["hidden_states", "bfloat16 or float32"]),
+    "x_fp64": (lambda: (_t(3, 4096, torch.float64), _t(8, 4096)),
+               ["hidden_states", "bfloat16 or float32"]),
+    "x_int32": (lambda: (_t(3, 4096, torch.int32), _t(8, 4096)),
+                ["hidden_states", "bfloat16 or float32"]),
+    # row 4: w dtype fp32
+    "w_bf16": (lambda: (_t(3, 4096), _t(8, 4096, torch.bfloat16)), ["router_weight", "float32"]),
+    "w_fp16": (lambda: (_t(3, 4096), _t(8, 4096, torch.float16)), ["router_weight", "float32"]),
+    "w_fp64": (lambda: (_t(3, 4096), _t(8, 4096, torch.float64)), ["router_weight", "float32"]),
+    # row 5: on a GPU device (CPU only through the interpreter); meta is neither
+    "x_meta": (lambda: (_meta(3, 4096), _meta(8, 4096)), ["hidden_states", "device"]),
+    # row 6: same device
+    "w_other_device": (lambda: (_t(3, 4096), _meta(8, 4096)), ["router_weight", "device"]),
+    # row 7: contiguous
+    "x_noncontiguous": (lambda: (_noncontig(3, 4096), _t(8, 4096)),
+                        ["hidden_states", "contiguous"]),
+    "x_strided_rows": (lambda: (_t(6, 4096)[::2], _t(8, 4096)), ["hidden_states", "contiguous"]),
+    "w_noncontiguous": (lambda: (_t(3, 4096), _noncontig(8, 4096)),
+                        ["router_weight", "contiguous"]),
+    # row 8: supported (K, N) and w.shape[1] == K
+    "shape_k_unsupported": (lambda: (_t(3, 2048), _t(8, 2048)), ["shape"]),
+    "shape_n_unsupported": (lambda: (_t(3, 4096), _t(16, 4096)), ["shape"]),
+    "shape_w_hidden_mismatch": (lambda: (_t(3, 4096), _t(8, 3072)), ["shape"]),
+    "shape_w_transposed": (lambda: (_t(3, 4096), _t(4096, 8)), ["shape"]),
+    "shape_swapped_pair": (lambda: (_t(3, 256), _t(3072, 256)), ["shape"]),
+    # row 9: 0 <= M <= 32
+    "M33": (lambda: (_t(33, 4096), _t(8, 4096)), ["hidden_states", "num_tokens"]),
+    "M64_bf16": (lambda: (_t(64, 3072, torch.bfloat16), _t(256, 3072)),
+                 ["hidden_states", "num_tokens"]),
+    # order: the first failing check wins
+    "order_rank_before_dtype": (lambda: (torch.randn(2, 3, 4096, device=DEVICE).half(),
+                                         _t(8, 4096, torch.bfloat16)), ["hidden_states", "2-D"]),
+    "order_w_rank_before_x_dtype": (lambda: (_t(3, 4096, torch.float16),
+                                             torch.randn(4096, device=DEVICE)),
+                                    ["router_weight", "2-D"]),
+    "order_x_dtype_before_w_dtype": (lambda: (_t(3, 4096, torch.float16),
+                                              _t(8, 4096, torch.bfloat16)),
+                                     ["hidden_states", "bfloat16 or float32"]),
+    "order_w_dtype_before_device": (lambda: (_meta(3, 4096), _meta(8, 4096, dtype=torch.bfloat16)),
+                                    ["router_weight", "float32"]),
+    "order_w_dtype_before_contiguous": (lambda: (_noncontig(3, 4096),
+                                                 _t(8, 4096, torch.bfloat16)),
+                                        ["router_weight", "float32"]),
+    "order_device_before_contiguous": (lambda: (_meta(4096, 3).t(), _meta(8, 4096)),
+                                       ["hidden_states", "device"]),
+    "order_contiguous_before_shape": (lambda: (_noncontig(3, 2048), _t(8, 2048)),
+                                      ["hidden_states", "contiguous"]),
+    "order_contiguous_before_num_tokens": (lambda: (_t(40, 4096), _noncontig(8, 4096)),
+                                           ["router_weight", "contiguous"]),
+    "order_shape_before_num_tokens": (lambda: (_t(40, 2048), _t(8, 2048)), ["shape"]),
+}
+
+
+@pytest.mark.parametrize("case", list(REJECTIONS))
+def test_validation_rejects(case, no_kernel):
+    build, fragments = REJECTIONS[case]
+    x, w = build()
+    assert not can_use_router_gemm(x, w)
+    with pytest.raises(ValueError) as info:
+        router_gemm(x, w)
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    if fragments == ["shape"]:
+        # §11 row 8: the error lists the five supported pairs and names both arguments.
+        for K, N in SPEC_SHAPES:
+            assert f"({K}, {N})" in message
+        assert "hidden_states" in message and "router_weight" in message
+    if case.startswith("order_"):
+        # nothing later in the list leaks into the first error
+        assert "num_tokens" not in message or "num_tokens" in fragments
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="CPU tensors are never accepted with a GPU present")
+def test_cpu_tensors_accepted_only_when_interpreting(monkeypatch, no_kernel):
+    x, w = make_inputs(4096, 8, 3, torch.float32, seed=seed_of("interp"))
+    assert can_use_router_gemm(x, w)  # TRITON_INTERPRET=1 (conftest)
+    for value in ("0", ""):
+        monkeypatch.setenv("TRITON_INTERPRET", value)
+        assert not can_use_router_gemm(x, w)
+        with pytest.raises(ValueError, match="hidden_states.*GPU"):
+            router_gemm(x, w)
+        info = explain_router_logits(x, w)
+        assert info["path"] == "linear" and "GPU" in info["reason"]
+        check_logits(router_logits(x, w), x, w)  # falls back to F.linear
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert not can_use_router_gemm(x, w)
+
+
+def test_cpu_tensors_rejected_without_interpreter(monkeypatch, no_kernel):
+    """Without TRITON_INTERPRET=1 (read at call time) CPU tensors are rejected (§11 row 5)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    x, w = make_inputs(4096, 8, 3, torch.bfloat16, seed=seed_of("cpu"), device="cpu")
+    assert not can_use_router_gemm(x, w)
+    with pytest.raises(ValueError) as info:
+        router_gemm(x, w)
+    assert "hidden_states" in str(info.value) and "device" in str(info.value)
+
+
+def test_unknown_hardware_rejected():
+    x, w = make_inputs(4096, 8, 2, torch.float32, seed=seed_of("hw"))
+    with pytest.raises(ValueError, match="hardware"):
+        router_gemm(x, w, hardware="sm_100_unknown")
+    with pytest.raises(ValueError, match="hardware"):
+        explain_router_gemm(4096, 8, 2, "tpu")
+
+
+# -------------------------------------------------------------------------------------------
+# 4. Launch tables
+# -------------------------------------------------------------------------------------------
+
+
+def _row_points(row):
+    hws, shapes, tokens = row.conds
+    hws = HARDWARE if hws is None else hws
+    shapes = SPEC_SHAPES if shapes is None else shapes
+    lo = 1 if tokens is None else tokens.lo
+    hi = MAX_TOKENS if tokens is None or tokens.hi is None else min(tokens.hi, MAX_TOKENS)
+    return [(hw, shape, m) for hw in hws for shape in shapes for m in range(lo, hi + 1)]
+
+
+def _row_id(row):
+    hws, shapes, tokens = row.conds
+    hw = "any" if hws is None else "+".join(hws)
+    sh = "any" if shapes is None else "+".join(shape_id(s) for s in shapes)
+    tk = "any" if tokens is None else f"M{tokens.lo}-{tokens.hi}"
+    return f"r{row.index:02d}-{hw}-{sh}-{tk}"
+
+
+def test_table_axes():
+    assert TABLE.axes == ("hardware", "shape", "num_tokens")
+
+
+def test_table_covers_domain_exactly_once():
+    for hw in HARDWARE:
+        for shape in SPEC_SHAPES:
+            for m in range(1, MAX_TOKENS + 1):
+                hits = [r.index for r in TABLE.rows
+                        if all(c is None or v in c for c, v in zip(r.conds, (hw, shape, m)))]
+                assert len(hits) == 1, (hw, shape, m, hits)
+
+
+@pytest.mark.parametrize("row", TABLE.rows, ids=_row_id)
+def test_explain_returns_row_params(row):
+    points = _row_points(row)
+    assert points
+    for hw, (K, N), m in points:
+        info = explain_router_gemm(K, N, m, hw)
+        assert info["variant"] == row.variant == ROUTER_GEMM_SHAPES[(K, N)]
+        assert info["rule"] == row.index and info["where"] == row.where
+        assert info["hardware"] == hw
+        for name, value in row.params.items():
+            assert info[name] == value, (name, hw, K, N, m)
+        assert info["grid"] == -(-m // row.params["block_m"]) * N
+        # tile constraints of §11: no K masking, power-of-two tiles, BLOCK_M <= 32
+        bm, bk = row.params["block_m"], row.params["block_k"]
+        assert K % bk == 0
+        assert bm & (bm - 1) == 0 and bk & (bk - 1) == 0 and 1 <= bm <= MAX_TOKENS
+
+
+@pytest.mark.parametrize("shape", SPEC_SHAPES, ids=shape_id)
+def test_gfx950_table_equals_kernels_md(shape):
+    K, N = shape
+    for (lo, hi), (bm, bk, nw) in zip(BUCKETS, GFX950_TABLE[shape]):
+        for m in range(lo, hi + 1):
+            for alias in ("gfx950", "MI355X", "mi350x"):
+                info = explain_router_gemm(K, N, m, alias)
+                assert info["hardware"] == "gfx950"
+                got = (info["block_m"], info["block_k"], info["num_warps"], info["num_stages"])
+                assert got == (bm, bk, nw, 1), (shape, m, alias)
+
+
+def test_hardware_aliases_resolve():
+    for alias, hw in (("h200", "sm_90"), ("H100", "sm_90"), ("hopper", "sm_90"),
+                      ("sm90", "sm_90"), ("generic", "generic")):
+        for m in (1, 9, 32):
+            a = explain_router_gemm(6144, 128, m, alias)
+            b = explain_router_gemm(6144, 128, m, hw)
+            assert a == b and a["hardware"] == hw
+
+
+@pytest.mark.parametrize("M", [0, -1, 33, 128])
+def test_explain_rejects_token_counts(M):
+    with pytest.raises(ValueError, match="num_tokens"):
+        explain_router_gemm(4096, 8, M, "gfx950")
+
+
+def test_explain_rejects_unsupported_shape():
+    with pytest.raises(ValueError, match="unsupported shape"):
+        explain_router_gemm(4096, 16, 4, "gfx950")
+
+
+def test_table_matches_registry():
+    """The generated table is the flattened spec policy (generated/ is in sync with specs/)."""
+    registry = pytest.importorskip("codegen.registry")
+    reg = registry.load()
+    flat = reg.tables["router_gemm"]
+    assert len(flat) == len(TABLE.rows)
+    for rule, row in zip(flat, TABLE.rows):
+        assert rule.index == row.index and rule.variant == row.variant
+        assert dict(rule.params) == row.params
+        assert str(rule.loc) == row.where
+        for spec_cond, gen_cond in zip(rule.conds, row.conds):
+            if spec_cond is None or gen_cond is None:
+                assert spec_cond is None and gen_cond is None
+            elif hasattr(spec_cond, "lo"):
+                assert (spec_cond.lo, spec_cond.hi) == (gen_cond.lo, gen_cond.hi)
+            else:
+                assert tuple(spec_cond) == tuple(gen_cond)
+    policy = reg.policies["router_gemm"]
+    assert tuple(a.name for a in policy.axes) == TABLE.axes
+
+
+# One kernel run per (non-generic hardware, shape, bucket) with the hardware forced. M is inside
+# the bucket and not a multiple of the larger BLOCK_M values, so the row mask is exercised.
+BUCKET_M = {(1, 4): 2, (5, 16): 6, (17, 32): 18}
+FORCED_CASES = [(hw, shape, bucket, ("bf16", "fp32")[i % 2])
+                for i, (hw, shape, bucket) in enumerate(
+                    (hw, shape, bucket) for hw in ("gfx950", "sm_90")
+                    for shape in SPEC_SHAPES for bucket in BUCKETS)]
+
+
+@pytest.mark.parametrize(
+    "hw,shape,bucket,dtype_name", FORCED_CASES,
+    ids=[f"{hw}-{shape_id(s)}-M{b[0]}-{b[1]}-{d}" for hw, s, b, d in FORCED_CASES])
+def test_forced_hardware_launch(hw, shape, bucket, dtype_name, kernel_spy):
+    K, N = shape
+    M = BUCKET_M[bucket]
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("forced", hw, shape, M))
+    out = router_gemm(x, w, hardware=hw)
+    ref = check_logits(out, x, w)
+    check_topk(out, ref, topk_k(shape))
+    row = TABLE.lookup(hw, shape, M)
+    p = row.params
+    assert len(kernel_spy.calls) == 1
+    grid, kwargs = kernel_spy.calls[0]
+    assert grid == (-(-M // p["block_m"]) * N,)
+    assert kwargs["BLOCK_M"] == p["block_m"] and kwargs["BLOCK_K"] == p["block_k"]
+    assert kwargs["num_warps"] == p["num_warps"] and kwargs["num_stages"] == p["num_stages"]
+    assert kwargs["HIDDEN_SIZE"] == K and kwargs["NUM_EXPERTS"] == N
+    if hw == "gfx950":
+        bm, bk, nw = GFX950_TABLE[shape][BUCKETS.index(bucket)]
+        assert (kwargs["BLOCK_M"], kwargs["BLOCK_K"], kwargs["num_warps"],
+                kwargs["num_stages"]) == (bm, bk, nw, 1)
+
+
+def test_default_hardware_is_detected(kernel_spy):
+    x, w = make_inputs(4096, 8, 6, torch.float32, seed=seed_of("detect"))
+    router_gemm(x, w)
+    hw = _rt.detect_hardware(x.device)
+    if not HAS_CUDA:
+        assert hw == "generic"
+    p = TABLE.lookup(hw, (4096, 8), 6).params
+    (grid, kwargs), = kernel_spy.calls
+    assert grid == (-(-6 // p["block_m"]) * 8,) and kwargs["BLOCK_M"] == p["block_m"]
+
+
+# -------------------------------------------------------------------------------------------
+# 5. router_logits (custom op kspec::router_logits), §12.18
+# -------------------------------------------------------------------------------------------
+
+# (shape, M, x dtype, also compare bitwise with a second, direct router_gemm call). Under the
+# interpreter the cost grows with cdiv(M, BLOCK_M)·N programs, so the wide shape runs once.
+KERNEL_PATH_CASES = [((4096, 8), 4, "bf16", True), ((4096, 8), 4, "fp32", True),
+                     ((4096, 8), 32, "fp32", True), ((4096, 8), 32, "bf16", True),
+                     ((3072, 256), 4, "bf16", False)]
+
+
+@pytest.mark.parametrize("shape,M,dtype_name,direct", KERNEL_PATH_CASES,
+                         ids=[f"{shape_id(s)}-M{m}-{d}" for s, m, d, _ in KERNEL_PATH_CASES])
+def test_router_logits_kernel_path(shape, M, dtype_name, direct, no_linear, kernel_spy):
+    K, N = shape
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("op", shape, M, dtype_name))
+    info = explain_router_logits(x, w)
+    assert info["path"] == "kernel"
+    assert info["variant"] == ROUTER_GEMM_SHAPES[shape]
+    assert info == {"path": "kernel", "reason": info["reason"],
+                    **explain_router_gemm(K, N, M, _rt.detect_hardware(x.device))}
+    out = torch.ops.kspec.router_logits(x, w)
+    check_logits(out, x, w)
+    assert len(kernel_spy.calls) == 1
+    assert kernel_spy.calls[0][0] == (info["grid"],)
+    if direct:
+        # dispatch op == direct impl (same kernel, same launch): bitwise
+        assert torch.equal(out, router_gemm(x, w))
+
+
+def test_router_logits_zero_tokens(no_linear, kernel_spy):
+    x = torch.empty(0, 6144, dtype=torch.bfloat16, device=DEVICE)
+    w = torch.randn(128, 6144, device=DEVICE)
+    info = explain_router_logits(x, w)
+    assert info["path"] == "kernel" and "block_m" not in info
+    out = torch.ops.kspec.router_logits(x, w)
+    assert out.shape == (0, 128) and out.dtype == torch.float32 and out.device == x.device
+    assert kernel_spy.calls == []
+
+
+# id -> (K, N, M, x dtype, w dtype, fragment of the linear-path reason)
+LINEAR_CASES = {
+    "M33-fp32": (4096, 8, 33, torch.float32, torch.float32, "num_tokens"),
+    "M33-bf16-k3072_n256": (3072, 256, 33, torch.bfloat16, torch.float32, "num_tokens"),
+    "M64-bf16": (4096, 192, 64, torch.bfloat16, torch.float32, "num_tokens"),
+    "unsupported-shape-k4096_n16": (4096, 16, 4, torch.float32, torch.float32, "shape"),
+    "unsupported-shape-k2048_n8-bf16": (2048, 8, 4, torch.bfloat16, torch.float32, "shape"),
+    "bf16-weight": (4096, 8, 4, torch.float32, torch.bfloat16, "float32"),
+    "bf16-weight-bf16-x": (6144, 128, 3, torch.bfloat16, torch.bfloat16, "float32"),
+    "fp16-x": (4096, 8, 4, torch.float16, torch.float32, "bfloat16 or float32"),
+}
+
+
+@pytest.mark.parametrize("case", list(LINEAR_CASES))
+def test_router_logits_linear_path(case, no_kernel, exact_fp32_matmul):
+    K, N, M, x_dtype, w_dtype, fragment = LINEAR_CASES[case]
+    x, w = make_inputs(K, N, M, x_dtype, w_dtype=w_dtype, seed=seed_of("linear", case))
+    info = explain_router_logits(x, w)
+    assert info["path"] == "linear"
+    assert fragment in info["reason"]
+    out = torch.ops.kspec.router_logits(x, w)
+    check_logits(out, x, w)
+    if not can_use_router_gemm(x, w) and M > MAX_TOKENS:
+        with pytest.raises(ValueError, match="num_tokens"):
+            router_gemm(x, w)
+
+
+NONCONTIG_CASES = {
+    # id -> (K, N, M, x dtype, builder from a contiguous [M, K] tensor to a view with equal values)
+    "transposed-k4096_n8-fp32": (4096, 8, 5, torch.float32, lambda x: x.t().contiguous().t()),
+    "strided-rows-k4096_n8-bf16": (4096, 8, 7, torch.bfloat16,
+                                   lambda x: torch.repeat_interleave(x, 2, dim=0)[::2]),
+    "column-slice-k4096_n8-fp32": (4096, 8, 9, torch.float32,
+                                   lambda x: torch.nn.functional.pad(x, (32, 32))[:, 32:-32]),
+    "transposed-k3072_n256-bf16": (3072, 256, 2, torch.bfloat16,
+                                   lambda x: x.t().contiguous().t()),
+}
+
+
+@pytest.mark.parametrize("case", list(NONCONTIG_CASES))
+def test_router_logits_noncontiguous_takes_kernel(case, no_linear, kernel_spy):
+    K, N, M, x_dtype, view = NONCONTIG_CASES[case]
+    x0, w = make_inputs(K, N, M, x_dtype, seed=seed_of("noncontig", case))
+    x = view(x0)
+    assert not x.is_contiguous() and torch.equal(x, x0)
+    assert not can_use_router_gemm(x, w)  # the direct entry insists on contiguous
+    assert explain_router_logits(x, w)["path"] == "kernel"
+    out = torch.ops.kspec.router_logits(x, w)
+    check_logits(out, x0, w)
+    assert len(kernel_spy.calls) == 1
+
+
+def test_router_logits_logs_path(monkeypatch, caplog, no_kernel, exact_fp32_matmul):
+    monkeypatch.setenv("KSPEC_LOG_DISPATCH", "1")
+    monkeypatch.setattr(_rt, "_seen_keys", set())
+    caplog.set_level(logging.INFO, logger="generated")
+    x, w = make_inputs(4096, 8, 33, torch.float32, seed=seed_of("log"))
+    torch.ops.kspec.router_logits(x, w)
+    linear = [r.getMessage() for r in caplog.records if "router_logits" in r.getMessage()]
+    assert linear and "linear" in linear[-1] and "num_tokens" in linear[-1]
+    monkeypatch.undo()  # restore the kernel, keep logging on
+    monkeypatch.setenv("KSPEC_LOG_DISPATCH", "1")
+    monkeypatch.setattr(_rt, "_seen_keys", set())
+    caplog.clear()
+    x, w = make_inputs(4096, 8, 2, torch.bfloat16, seed=seed_of("log2"))
+    torch.ops.kspec.router_logits(x, w)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("router_logits" in m and "kernel" in m for m in messages), messages
+    assert any("router_gemm" in m and ROUTER_GEMM_SHAPES[(4096, 8)] in m for m in messages)
+    # each new key is logged once
+    caplog.clear()
+    torch.ops.kspec.router_logits(x, w)
+    assert not [r for r in caplog.records if "router_logits" in r.getMessage()]
+
+
+def test_no_log_without_flag(monkeypatch, caplog):
+    monkeypatch.delenv("KSPEC_LOG_DISPATCH", raising=False)
+    monkeypatch.setattr(_rt, "_seen_keys", set())
+    caplog.set_level(logging.INFO, logger="generated")
+    x, w = make_inputs(4096, 8, 1, torch.float32, seed=seed_of("nolog"))
+    torch.ops.kspec.router_logits(x, w)
+    assert not [r for r in caplog.records if r.name.startswith("generated")]
+
+
+# -------------------------------------------------------------------------------------------
+# 6. Fake impl, opcheck, torch.compile
+# -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("M", [0, 1, 7, 32, 33, 100], ids=lambda m: f"M{m}")
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+def test_fake_impl_shape(M, dtype_name):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    for K, N in SPEC_SHAPES + ((4096, 16),):
+        with FakeTensorMode():
+            x = torch.empty(M, K, dtype=DTYPES[dtype_name], device=DEVICE)
+            w = torch.empty(N, K, device=DEVICE)
+            out = torch.ops.kspec.router_logits(x, w)
+        assert tuple(out.shape) == (M, N) and out.dtype == torch.float32
+        assert out.device.type == DEVICE.type
+
+
+OPCHECK_CASES = [((4096, 8), 3, "fp32"), ((4096, 8), 6, "bf16"), ((4096, 8), 40, "fp32"),
+                 ((4096, 16), 4, "bf16")]
+
+
+@pytest.mark.parametrize("shape,M,dtype_name", OPCHECK_CASES,
+                         ids=[f"{shape_id(s)}-M{m}-{d}" for s, m, d in OPCHECK_CASES])
+def test_opcheck(shape, M, dtype_name, exact_fp32_matmul):
+    K, N = shape
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("opcheck", shape, M))
+    torch.library.opcheck(torch.ops.kspec.router_logits.default, (x, w))
+
+
+def test_fake_impl_matches_linear_fallback_for_3d_input(exact_fp32_matmul):
+    x, w = make_inputs(4096, 8, 6, torch.float32, seed=seed_of("3d"))
+    torch.library.opcheck(torch.ops.kspec.router_logits.default, (x.view(2, 3, 4096), w))
+
+
+def test_compile_dynamic_aot_eager(exact_fp32_matmul):
+    """Dynamic-M tracing through the fake impl (aot_eager: no C++/GPU compiler needed)."""
+    torch._dynamo.reset()
+
+    def fn(x, w):
+        return torch.ops.kspec.router_logits(x, w)
+
+    compiled = torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)
+    for M in (4, 16, 33, 5, 32):
+        x, w = make_inputs(4096, 8, M, torch.float32, seed=seed_of("aot", M))
+        check_logits(compiled(x, w), x, w)
+    torch._dynamo.reset()
+
+
+# -------------------------------------------------------------------------------------------
+# GPU (skipped without CUDA)
+# -------------------------------------------------------------------------------------------
+
+
+@gpu
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("shape", SPEC_SHAPES, ids=shape_id)
+def test_gpu_all_token_counts(shape, dtype_name):
+    K, N = shape
+    for M in range(0, MAX_TOKENS + 1):
+        x, w = make_inputs(K, N, M, DTYPES[dtype_name], device="cuda",
+                           seed=seed_of("gpu", shape, M, dtype_name))
+        out = router_gemm(x, w)
+        ref = check_logits(out, x, w)
+        assert out.shape == (M, N)
+        if M:
+            check_topk(out, ref, topk_k(shape))
+    torch.cuda.synchronize()
+
+
+def _capture(fn):
+    """Warm up on a side stream (compiles the kernel), then capture one call."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
+GRAPH_CASES = [((6144, 128), 7, "bf16"), ((3072, 256), 32, "fp32"), ((4096, 8), 1, "bf16"),
+               ((4096, 192), 17, "fp32"), ((6144, 256), 4, "bf16")]
+
+
+@gpu
+@pytest.mark.parametrize("shape,M,dtype_name", GRAPH_CASES,
+                         ids=[f"{shape_id(s)}-M{m}-{d}" for s, m, d in GRAPH_CASES])
+def test_gpu_cuda_graph_router_gemm(shape, M, dtype_name):
+    K, N = shape
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], device="cuda", seed=seed_of("g", shape, M))
+    graph, out = _capture(lambda: router_gemm(x, w))
+    ptrs = (x.data_ptr(), w.data_ptr(), out.data_ptr())
+    for trial in range(3):
+        x_new, w_new = make_inputs(K, N, M, DTYPES[dtype_name], device="cuda",
+                                   seed=seed_of("g", shape, M, trial))
+        x.copy_(x_new)
+        if trial == 2:
+            w.copy_(w_new)
+        graph.replay()
+        torch.cuda.synchronize()
+        check_logits(out, x, w)
+        assert (x.data_ptr(), w.data_ptr(), out.data_ptr()) == ptrs
+
+
+# (shape, M, dtype, transposed x view)
+GRAPH_OP_CASES = [((6144, 128), 8, "bf16", False), ((4096, 8), 33, "fp32", False),
+                  ((3072, 256), 5, "fp32", True), ((4096, 192), 32, "bf16", False)]
+
+
+@gpu
+@pytest.mark.parametrize("shape,M,dtype_name,transposed", GRAPH_OP_CASES,
+                         ids=[f"{shape_id(s)}-M{m}-{d}{'-transposed' if t else ''}"
+                              for s, m, d, t in GRAPH_OP_CASES])
+def test_gpu_cuda_graph_router_logits(shape, M, dtype_name, transposed, exact_fp32_matmul):
+    K, N = shape
+    dtype = DTYPES[dtype_name]
+    x0, w = make_inputs(K, N, M, dtype, device="cuda", seed=seed_of("go", shape, M))
+    if transposed:
+        x = torch.empty(K, M, dtype=dtype, device="cuda").t()
+        x.copy_(x0)
+        assert not x.is_contiguous()
+    else:
+        x = x0
+    graph, out = _capture(lambda: torch.ops.kspec.router_logits(x, w))
+    for trial in range(3):
+        x_new, _ = make_inputs(K, N, M, dtype, device="cuda", seed=seed_of("go", shape, M, trial))
+        x.copy_(x_new)
+        graph.replay()
+        torch.cuda.synchronize()
+        check_logits(out, x, w)
+
+
+@gpu
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("shape", [(6144, 128), (4096, 8)], ids=shape_id)
+def test_gpu_compile_dynamic(shape, dtype_name, exact_fp32_matmul):
+    K, N = shape
+    torch._dynamo.reset()
+
+    def fn(x, w):
+        return torch.ops.kspec.router_logits(x, w)
+
+    compiled = torch.compile(fn, dynamic=True)
+    for M in (4, 16, 33, 5, 32):
+        x, w = make_inputs(K, N, M, DTYPES[dtype_name], device="cuda",
+                           seed=seed_of("compile", shape, M, dtype_name))
+        out = compiled(x, w)
+        ref = check_logits(out, x, w)
+        check_topk(out, ref, topk_k(shape))
+    torch._dynamo.reset()
+
+
+@gpu
+@pytest.mark.parametrize("M", [1, 9, 32], ids=lambda m: f"M{m}")
+def test_gpu_noncontiguous_takes_kernel(M, no_linear, kernel_spy):
+    K, N = 6144, 128
+    x0, w = make_inputs(K, N, M, torch.bfloat16, device="cuda", seed=seed_of("gnc", M))
+    x = x0.t().contiguous().t()
+    assert not x.is_contiguous()
+    info = explain_router_logits(x, w)
+    assert info["path"] == "kernel" and info["hardware"] == _rt.detect_hardware(x.device)
+    out = torch.ops.kspec.router_logits(x, w)
+    torch.cuda.synchronize()
+    check_logits(out, x0, w)
+    assert len(kernel_spy.calls) == 1

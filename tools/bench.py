@@ -1,0 +1,609 @@
+#!/usr/bin/env python3
+"""Benchmark of the generated kernels on the H200 (see tools/common.py for the timing method).
+
+    python3 tools/bench.py --out DIR            # full grid (H200, well under 5 minutes)
+    python3 tools/bench.py --out DIR --quick    # the six decode target rows + a router subset
+    python3 tools/bench.py --out DIR --smoke    # CPU, TRITON_INTERPRET=1, tiny shapes: code paths
+
+Writes DIR/bench.json (every number), DIR/bench.png (decode time vs context) and prints one
+progress line per scenario, then a compact table with PASS/FAIL for the targets.
+
+Decode indexer: `generated.index_decode` end to end (scores + top-k selection + page-16 sparse
+table), H = 1, head_dim 128, topk 16, init 0, local 1, Qmax = Q, under each hardware policy
+(sm_90, generic, gfx950: the gfx950 table still runs on NVIDIA, it is only another launch
+choice); plain torch (page gather + fp32 q·Kᵀ + causal mask + block max + forcing + torch.topk;
+no sparse table); and the bandwidth floor = bytes that must be read/written / copy bandwidth.
+Router GEMM: `generated.router_gemm` (default dispatch) vs `F.linear(x.float(), w)`.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (tools/common.py)
+
+D = 128
+TOPK = 16
+INIT_BLOCKS = 0
+LOCAL_BLOCKS = 1
+BLOCK = 128
+SPARE_PAGES = 16
+POLICIES = ("sm_90", "generic", "gfx950")
+TORCH_MEMORY_LIMIT = 20e9
+
+# (R, context, Q, mixed) -> µs, end to end with the page-16 table
+DECODE_TARGETS = {
+    (1, 8192, 4, False): 6.0,
+    (4, 32768, 4, False): 12.0,
+    (11, 131072, 1, False): 92.0,
+    (16, 131072, 4, False): 125.0,
+    (64, 131072, 1, False): 520.0,
+    (16, 131072, 4, True): 62.0,
+}
+
+ROUTER_M = (1, 4, 8, 16, 32)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="output directory (bench.json, bench.png)")
+    p.add_argument("--quick", action="store_true", help="a few scenarios: fast sanity run")
+    p.add_argument("--smoke", action="store_true",
+                   help="CPU + TRITON_INTERPRET=1, tiny shapes, perf_counter timing")
+    p.add_argument("--reps", type=int, default=None, help="timed replays per op (default 30)")
+    p.add_argument("--skip-decode", action="store_true")
+    p.add_argument("--skip-router", action="store_true")
+    return p.parse_args(argv)
+
+
+# ---------------------------------------------------------------------------------------------
+# decode scenarios
+
+
+class Scenario:
+    def __init__(self, R, ctx, Q, mixed=False, seed=0):
+        self.R, self.ctx, self.Q, self.mixed = R, ctx, Q, mixed
+        self.seed = seed
+        self.max_seq_len = ctx  # graph capacity: mixed batches keep the full-context table width
+        self.max_block = common.cdiv(ctx, BLOCK)
+        if mixed:
+            import torch
+
+            g = torch.Generator().manual_seed(1234 + R * 7 + Q)
+            self.seq_lens = [int(x) for x in torch.randint(max(ctx // 8, Q), ctx + 1, (R,),
+                                                           generator=g)]
+        else:
+            self.seq_lens = [ctx] * R
+        self.total_q = R * Q
+
+    @property
+    def key(self):
+        return (self.R, self.ctx, self.Q, self.mixed)
+
+    @property
+    def name(self):
+        ctx = f"{self.ctx // 1024}k" if self.ctx >= 1024 else str(self.ctx)
+        return f"R{self.R:<3d}{ctx:>4s}{' mix' if self.mixed else '    '} Q{self.Q}"
+
+    def floor_bytes(self):
+        """Bytes a perfect implementation moves: each needed index-K page read once, the
+        queries, the table entries it follows, the outputs written once."""
+        blocks = [common.cdiv(max(s, 0), BLOCK) for s in self.seq_lens]
+        cache = sum(blocks) * BLOCK * D * 2
+        small = (self.total_q * D * 2  # idx_q
+                 + sum(blocks) * 4 + self.R * 4  # block table entries + seq_lens
+                 + self.total_q * TOPK * 4  # attention-table entries of the winners
+                 + self.total_q * TOPK * 4  # topk_idx
+                 + self.total_q * TOPK * 8 * 4 + self.total_q * 4)  # page-16 table + ctx
+        return cache + small, cache
+
+    def torch_bytes(self):
+        """Peak memory estimate of the plain-torch reference (gathered bf16 + fp32 keys,
+        fp32 scores and their masked copy)."""
+        keys = self.R * self.max_block * BLOCK * D
+        return keys * (2 + 4) + self.total_q * self.max_block * BLOCK * 4 * 3
+
+
+def decode_scenarios(quick: bool, smoke: bool):
+    if smoke:
+        return [Scenario(1, 512, 1), Scenario(2, 640, 4, mixed=True)]
+    if quick:
+        return [Scenario(*k[:3], mixed=k[3]) for k in DECODE_TARGETS]
+    out = []
+    for R in (1, 4, 8, 11, 16, 32, 64):
+        for ctx in (8192, 32768, 131072):
+            for Q in (1, 4):
+                out.append(Scenario(R, ctx, Q))
+    for R in (4, 16, 64):
+        for Q in (4, 1):
+            out.append(Scenario(R, 131072, Q, mixed=True))
+    return out
+
+
+def make_decode_inputs(sc: Scenario, device):
+    """Each request gets its own random distinct index-K pages (one shuffled permutation of the
+    whole pool), so consecutive blocks are not neighbours in memory; the attention table is an
+    independent permutation."""
+    import torch
+
+    g = torch.Generator().manual_seed(sc.seed + 17 * sc.R + sc.Q)
+    blocks = [common.cdiv(max(s, 0), BLOCK) for s in sc.seq_lens]
+    num_pages = sum(blocks) + SPARE_PAGES
+    perm = torch.randperm(num_pages, generator=g).to(torch.int32)
+    bt = torch.empty((sc.R, sc.max_block), dtype=torch.int32)
+    off = 0
+    for r, b in enumerate(blocks):
+        bt[r, :b] = perm[off:off + b]
+        if b < sc.max_block:  # unused columns: valid spare pages (never read)
+            spare = perm[num_pages - SPARE_PAGES:]
+            bt[r, b:] = spare.repeat(common.cdiv(sc.max_block - b, SPARE_PAGES))[:sc.max_block - b]
+        off += b
+    attn = torch.randperm(sc.R * sc.max_block + SPARE_PAGES, generator=g)[:sc.R * sc.max_block]
+    attn = attn.to(torch.int32).view(sc.R, sc.max_block)
+    dg = torch.Generator(device=device).manual_seed(sc.seed + 1)
+    inp = {
+        "idx_q": torch.randn((sc.total_q, 1, D), generator=dg, device=device,
+                             dtype=torch.float32).to(torch.bfloat16),
+        "cache": torch.randn((num_pages, BLOCK, D), generator=dg, device=device,
+                             dtype=torch.bfloat16),
+        "block_table": bt.to(device),
+        "seq_lens": torch.tensor(sc.seq_lens, dtype=torch.int32, device=device),
+        "attn_table": attn.contiguous().to(device),
+        "out": torch.full((1, sc.total_q, TOPK), -7, dtype=torch.int32, device=device),
+        "table": torch.full((sc.total_q, TOPK * 8), -7, dtype=torch.int32, device=device),
+        "ctx_out": torch.full((sc.total_q,), -7, dtype=torch.int32, device=device),
+        "counter": torch.zeros((1, sc.total_q), dtype=torch.int32, device=device),
+        "num_pages": num_pages,
+    }
+    return inp
+
+
+def ours_fn(generated, sc: Scenario, inp, hardware):
+    def fn():
+        return generated.index_decode(
+            inp["idx_q"], inp["cache"], inp["block_table"], inp["seq_lens"], sc.max_seq_len,
+            TOPK, INIT_BLOCKS, LOCAL_BLOCKS, 1, sc.Q, sc.Q, inp["out"],
+            attention_block_table=inp["attn_table"], sparse_block_table_out=inp["table"],
+            sparse_context_lens_out=inp["ctx_out"], block_page_stride=8,
+            completion_counter=inp["counter"], hardware=hardware)
+    return fn
+
+
+def torch_fn(sc: Scenario, inp):
+    """Plain torch: gather the pages through the block table, fp32 q·Kᵀ, causal mask, per-block
+    max, init/local forcing, torch.topk. Graph-capturable (no host syncs)."""
+    import torch
+
+    R, Q, MB = sc.R, sc.Q, sc.max_block
+    dev = inp["idx_q"].device
+    q_off = torch.arange(Q, device=dev)
+    pos = torch.arange(MB * BLOCK, device=dev)
+    blk = torch.arange(MB, device=dev)
+    k = min(TOPK, MB)
+    neg_inf = float("-inf")
+
+    def fn():
+        keys = inp["cache"][inp["block_table"][:, :MB].long()]  # [R, MB, 128, D] bf16
+        keys = keys.view(R, MB * BLOCK, D).float()
+        q = inp["idx_q"].view(R, Q, D).float()
+        s = torch.bmm(q, keys.transpose(1, 2))  # [R, Q, MB*128] fp32
+        kv_len = (inp["seq_lens"].long()[:, None] - Q + q_off[None, :] + 1).clamp_min(0)
+        s = s.masked_fill(pos[None, None, :] >= kv_len[:, :, None], neg_inf)
+        b = s.view(R, Q, MB, BLOCK).amax(dim=-1)  # [R, Q, MB]
+        nb = (kv_len + BLOCK - 1) // BLOCK
+        vis = blk[None, None, :] < nb[:, :, None]
+        local = vis & (blk[None, None, :] >= (nb - LOCAL_BLOCKS).clamp_min(0)[:, :, None])
+        init = vis & (blk[None, None, :] < INIT_BLOCKS)
+        b = torch.where(init, torch.full_like(b, 1e30), b)
+        b = torch.where(local, torch.full_like(b, 1e29), b)
+        b = b.masked_fill(~vis, neg_inf)
+        vals, idx = torch.topk(b, k, dim=-1)
+        idx = torch.where(vals == neg_inf, torch.full_like(idx, -1), idx)
+        return idx.view(1, R * Q, k).to(torch.int32)
+    return fn
+
+
+def check_and_time(fn, smoke, reps, keep=None, snapshot=None):
+    """One eager call (its result kept in ``keep['out']``, ``snapshot()`` in ``keep['snap']``),
+    then the timing. Smoke runs (the interpreter is slow) time that single call with
+    perf_counter instead."""
+    if smoke:
+        t0 = time.perf_counter()
+        out = fn()
+        res = common.summarize([(time.perf_counter() - t0) * 1e6])
+        res["graph"] = False
+    else:
+        out = fn()
+        res = None
+    if keep is not None:
+        keep["out"] = out.clone() if hasattr(out, "clone") else out
+        if snapshot is not None:
+            keep["snap"] = snapshot()
+    del out
+    if res is None:
+        res = common.time_graph(fn, reps=reps)
+    return res
+
+
+def row_sets(t):
+    """Per row: sorted tuple of selected ids (−1 dropped)."""
+    rows = t[0].cpu().tolist()
+    return [tuple(sorted(x for x in row if x >= 0)) for row in rows]
+
+
+def run_decode(args, generated, device, bw, reps, hw_detected):
+    import torch
+
+    results = []
+    scenarios = decode_scenarios(args.quick, args.smoke)
+    common.say(f"== decode indexer: {len(scenarios)} scenarios × {len(POLICIES)} policies + torch")
+    for i, sc in enumerate(scenarios):
+        t0 = time.time()
+        row = {"name": sc.name.strip(), "R": sc.R, "ctx": sc.ctx, "Q": sc.Q, "mixed": sc.mixed,
+               "max_block": sc.max_block, "total_q": sc.total_q,
+               "seq_len_sum": sum(sc.seq_lens), "seq_len_max": max(sc.seq_lens),
+               "ours": {}, "explain": {}}
+        fb, cache_bytes = sc.floor_bytes()
+        row["floor_bytes"], row["cache_bytes"] = fb, cache_bytes
+        row["floor_us"] = fb / bw * 1e6
+        inp = make_decode_inputs(sc, device)
+        outs = {}
+        for hw in POLICIES:
+            try:
+                row["explain"][hw] = dict(generated.explain_index_decode(
+                    hw, "bf16", "bf16", D, sc.R, sc.max_block, sc.total_q, 1, TOPK, sc.Q))
+            except Exception as e:  # noqa: BLE001
+                row["explain"][hw] = {"error": f"{type(e).__name__}: {e}"}
+            fn = ours_fn(generated, sc, inp, hw)
+            try:
+                for key in ("out", "table", "ctx_out"):
+                    inp[key].fill_(-7)
+                keep = {}
+                t = check_and_time(fn, args.smoke, reps, keep=keep, snapshot=lambda: (
+                    inp["table"].clone(), inp["ctx_out"].clone()))
+                outs[hw] = (keep["out"],) + keep["snap"]
+                t["tb_per_s"] = fb / (t["median_us"] * 1e-6) / 1e12
+                t["x_floor"] = t["median_us"] / row["floor_us"]
+                row["ours"][hw] = t
+            except Exception as e:  # noqa: BLE001
+                row["ours"][hw] = {"error": f"{type(e).__name__}: {e}"}
+                common.say(f"   {hw}: ERROR {type(e).__name__}: {e}")
+                if args.smoke:
+                    traceback.print_exc()
+        # policies must agree exactly, top-k ids and page-16 table (same math, other launches)
+        ref_hw = next(iter(outs), None)
+        row["policies_agree"] = all(all(torch.equal(a, b) for a, b in zip(outs[ref_hw], o))
+                                    for o in outs.values()) if outs else None
+        # plain torch
+        if sc.torch_bytes() > TORCH_MEMORY_LIMIT:
+            row["torch"] = {"skipped": f"needs ~{sc.torch_bytes() / 1e9:.0f} GB"}
+        else:
+            tf = torch_fn(sc, inp)
+            try:
+                ref = {}
+                row["torch"] = check_and_time(tf, args.smoke, reps, keep=ref)
+                if outs:
+                    got = row_sets(outs[ref_hw][0])
+                    want = row_sets(ref["out"])
+                    row["match_rows"] = sum(a == b for a, b in zip(got, want))
+                    row["rows"] = len(want)
+                del ref
+            except Exception as e:  # noqa: BLE001
+                row["torch"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            del tf
+        target = None if args.smoke else DECODE_TARGETS.get(sc.key)
+        main = row["ours"].get(hw_detected) or row["ours"].get("sm_90") or {}
+        row["target_us"] = target
+        row["target_policy"] = hw_detected if hw_detected in row["ours"] else "sm_90"
+        if target is not None and "median_us" in main:
+            row["target_pass"] = main["median_us"] <= target
+        del inp, outs
+        common.free_memory()
+        results.append(row)
+        o = row["ours"]
+        msg = " ".join(f"{hw}={common.fmt_us(o[hw].get('median_us'))}" for hw in POLICIES
+                       if hw in o)
+        tt = row["torch"].get("median_us")
+        common.say(f"[{i + 1}/{len(scenarios)}] {sc.name}: {msg} torch={common.fmt_us(tt)} "
+                   f"floor={common.fmt_us(row['floor_us'])} µs"
+                   + (f" match={row.get('match_rows')}/{row.get('rows')}" if 'rows' in row else "")
+                   + ("" if row["policies_agree"] in (None, True) else " POLICIES DISAGREE")
+                   + f" ({time.time() - t0:.1f}s)")
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# router GEMM
+
+
+def router_target(m, floor_us):
+    if m <= 8:
+        return 1.3 * floor_us + 0.5
+    if m == 32:
+        return 2.0 * floor_us + 1.0
+    return None
+
+
+def run_router(args, generated, device, bw, empty_us, reps):
+    import torch
+    import torch.nn.functional as F
+
+    shapes = sorted(generated.ROUTER_GEMM_SHAPES)
+    ms = ROUTER_M
+    dtypes = (torch.bfloat16, torch.float32)
+    if args.smoke:
+        shapes, ms = [(4096, 8)], (1, 4)
+    elif args.quick:
+        shapes = [s for s in shapes if s in ((6144, 128), (3072, 256))] or shapes[:2]
+        ms = (1, 8, 32)
+    common.say(f"== router GEMM: {len(shapes)} shapes × M {list(ms)} × x bf16/fp32")
+    results = []
+    g = torch.Generator(device=device).manual_seed(5)
+    for K, N in shapes:
+        w = torch.randn((N, K), generator=g, device=device, dtype=torch.float32) * K ** -0.5
+        for m in ms:
+            for dt in dtypes:
+                x = torch.randn((m, K), generator=g, device=device, dtype=torch.float32).to(dt)
+                row = {"K": K, "N": N, "M": m,
+                       "x_dtype": {torch.bfloat16: "bf16", torch.float32: "fp32"}[dt]}
+                nbytes = N * K * 4 + m * K * x.element_size() + m * N * 4
+                row["floor_bytes"] = nbytes
+                row["floor_us"] = nbytes / bw * 1e6
+                try:
+                    info = generated.explain_router_gemm(K, N, m,
+                                                         common.detected_hardware(args.smoke))
+                    row["launch"] = {k: info.get(k) for k in ("block_m", "block_k", "num_warps",
+                                                              "num_stages", "hardware")}
+                except Exception as e:  # noqa: BLE001
+                    row["launch"] = {"error": str(e)[:200]}
+                ours = lambda: generated.router_gemm(x, w)  # noqa: E731
+                ref = lambda: F.linear(x.float(), w)  # noqa: E731
+                k_ours, k_ref = {}, {}
+                for name, fn, keep in (("ours", ours, k_ours), ("linear", ref, k_ref)):
+                    try:
+                        row[name] = check_and_time(fn, args.smoke, reps, keep=keep)
+                    except Exception as e:  # noqa: BLE001
+                        row[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+                        common.say(f"   {name}: ERROR {type(e).__name__}: {e}")
+                if "out" in k_ours and "out" in k_ref:
+                    got, want = k_ours["out"], k_ref["out"]
+                    row["rel_err"] = float((got - want).norm() / want.norm().clamp_min(1e-30))
+                    row["max_abs_err"] = float((got - want).abs().max())
+                if "median_us" in row["ours"]:
+                    row["ours_minus_empty_us"] = row["ours"]["median_us"] - empty_us
+                tgt = None if args.smoke else router_target(m, row["floor_us"])
+                row["target_us"] = tgt
+                if tgt is not None and "ours_minus_empty_us" in row:
+                    row["target_pass"] = row["ours_minus_empty_us"] <= tgt
+                results.append(row)
+                common.say(f"   ({K},{N}) M={m:<2d} {row['x_dtype']:8s} "
+                           f"ours={common.fmt_us(row['ours'].get('median_us'))} "
+                           f"linear={common.fmt_us(row['linear'].get('median_us'))} "
+                           f"floor={common.fmt_us(row['floor_us'])} µs")
+        del w
+        common.free_memory()
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def _ratio(x):
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x:.1f}" if x < 1000 else f"{x:.0e}"
+
+
+def pf(flag):
+    return "-" if flag is None else ("PASS" if flag else "FAIL")
+
+
+def print_tables(report):
+    lines = []
+    env = report["env"]
+    lines.append(f"device {env.get('device')} | torch {env.get('torch')} | triton "
+                 f"{env.get('triton')} | {env.get('date')} | dispatch target "
+                 f"{report.get('hardware_detected')}")
+    lines.append(f"copy BW {report['copy_bw']['tb_per_s']:.2f} TB/s (read+write) | empty kernel "
+                 f"{common.fmt_us(report['empty_kernel']['median_us'])} µs | times: median µs, "
+                 f"graph replay, L2 flushed")
+    router = report.get("router") or []
+    if router:
+        lines.append("")
+        lines.append("router GEMM: µs; target on ours-empty: ≤ 1.3·floor+0.5 (M ≤ 8), "
+                     "≤ 2·floor+1 (M = 32)")
+        lines.append(f"{'shape':<12}{'M':>3} {'x':<5}{'ours':>7}{'linear':>8}{'floor':>7}"
+                     f"{'ours-empty':>11}{'target':>8}")
+        for r in router:
+            lines.append(f"({r['K']},{r['N']})".ljust(12)
+                         + f"{r['M']:>3} {r['x_dtype']:<5}"
+                         f"{common.fmt_us(r['ours'].get('median_us')):>7}"
+                         f"{common.fmt_us(r.get('linear', {}).get('median_us')):>8}"
+                         f"{common.fmt_us(r['floor_us']):>7}"
+                         f"{common.fmt_us(r.get('ours_minus_empty_us')):>11}"
+                         f"{common.fmt_us(r.get('target_us')):>8} {pf(r.get('target_pass'))}")
+    decode = report.get("decode") or []
+    if decode:
+        tp = decode[0].get("target_policy", "sm_90")
+        lines.append("")
+        lines.append(f"decode indexer end to end (scores + top-16 + page-16 table), H=1 D=128: µs;"
+                     f" x_flr, TB/s for {tp}")
+        lines.append(f"{'scenario':<18}{'sm_90':>8}{'generic':>8}{'gfx950':>8}{'torch':>8}"
+                     f"{'floor':>7}{'x_flr':>6}{'TB/s':>6}  target")
+        for r in decode:
+            o = r["ours"]
+            cells = "".join(f"{common.fmt_us(o.get(hw, {}).get('median_us')):>8}"
+                            for hw in POLICIES)
+            main = o.get(tp, {})
+            t = r["torch"].get("median_us")
+            extra = ""
+            if r.get("target_us") is not None:
+                extra = f"  ≤{r['target_us']:g} {pf(r.get('target_pass'))}"
+            if r.get("policies_agree") is False:
+                extra += " DISAGREE"
+            if "rows" in r and r["match_rows"] != r["rows"]:
+                extra += f" torch-match {r['match_rows']}/{r['rows']}"
+            if any(v.get("graph") is False for v in o.values()) and report.get("mode") != "smoke":
+                extra += " (eager timing)"
+            xf, tb = main.get("x_floor"), main.get("tb_per_s")
+            lines.append(f"{r['name']:<18}{cells}"
+                         f"{common.fmt_us(t) if t is not None else 'skip':>8}"
+                         f"{common.fmt_us(r['floor_us']):>7}"
+                         f"{_ratio(xf):>6}"
+                         f"{'-' if tb is None else f'{tb:.2f}':>6}{extra}")
+    lines.append("")
+    lines.append("targets:" + (" not evaluated in --smoke (CPU interpreter timings)"
+                               if report.get("mode") == "smoke" else ""))
+    n_pass = n_fail = 0
+    for r in decode:
+        if r.get("target_us") is not None:
+            flag = r.get("target_pass")
+            n_pass += flag is True
+            n_fail += flag is not True
+            got = r["ours"].get(r.get("target_policy"), {}).get("median_us")
+            lines.append(f"  decode {r['name']:<16s} {common.fmt_us(got):>7} µs ≤ "
+                         f"{r['target_us']:g}  {pf(flag)}")
+    rp = [r for r in router if r.get("target_us") is not None]
+    if rp:
+        ok = [r for r in rp if r.get("target_pass") is True]
+        bad = [r for r in rp if r.get("target_pass") is not True]
+        n_pass += len(ok)
+        n_fail += len(bad)
+        lines.append(f"  router (ours-empty ≤ 1.3·floor+0.5 for M≤8, ≤ 2·floor+1 at M=32): "
+                     f"{len(ok)}/{len(rp)} PASS"
+                     + ("" if not bad else "; FAIL: " + ", ".join(
+                         f"({r['K']},{r['N']}) M{r['M']} {r['x_dtype']}" for r in bad[:8])
+                        + (" …" if len(bad) > 8 else "")))
+    for err in report.get("errors", []):
+        lines.append(f"  ERROR {err}")
+    lines.append(f"TARGETS: {n_pass} PASS, {n_fail} FAIL | wall {report['wall_s']:.0f} s | "
+                 f"{report['out']}")
+    print("\n".join(lines), flush=True)
+    return n_fail
+
+
+def plot(report, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        common.say("plot skipped: matplotlib is not installed here")
+        return False
+    decode = [r for r in report.get("decode") or [] if r["ours"]]
+    if not decode:
+        common.say("plot skipped: no decode results")
+        return False
+    tp = decode[0].get("target_policy", "sm_90")
+    qs = sorted({r["Q"] for r in decode})
+    fig, axes = plt.subplots(1, len(qs), figsize=(6.5 * len(qs), 5), squeeze=False)
+    rs = sorted({r["R"] for r in decode})
+    cmap = plt.get_cmap("viridis")
+    for ax, q in zip(axes[0], qs):
+        for i, R in enumerate(rs):
+            color = cmap(i / max(1, len(rs) - 1))
+            rows = sorted((r for r in decode if r["Q"] == q and r["R"] == R and not r["mixed"]),
+                          key=lambda r: r["ctx"])
+            pts = [(r["ctx"], r["ours"].get(tp, {}).get("median_us"), r["floor_us"])
+                   for r in rows]
+            pts = [p for p in pts if p[1] is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color,
+                        label=f"R={R}")
+                ax.plot([p[0] for p in pts], [p[2] for p in pts], "--", color=color,
+                        alpha=0.7)
+            mixed = [r for r in decode if r["Q"] == q and r["R"] == R and r["mixed"]]
+            for r in mixed:
+                t = r["ours"].get(tp, {}).get("median_us")
+                if t is not None:
+                    ax.plot([r["ctx"]], [t], "*", color=color, markersize=12)
+                    ax.plot([r["ctx"]], [r["floor_us"]], "x", color=color)
+        tgt = [(k[1], v) for k, v in DECODE_TARGETS.items() if k[2] == q]
+        if tgt:
+            ax.plot([c for c, _ in tgt], [v for _, v in tgt], "v", color="red",
+                    markerfacecolor="none", markersize=9, label="target (see table)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ctxs = sorted({r["ctx"] for r in decode})
+        ax.set_xticks(ctxs, [f"{c // 1024}k" if c >= 1024 else str(c) for c in ctxs])
+        ax.set_xlabel("context per request (tokens)")
+        ax.set_ylabel("µs (median, graph replay, L2 flushed)")
+        ax.set_title(f"index_decode + page-16 table, Q={q}, policy {tp}\n"
+                     f"dashed: bandwidth floor; ★ mixed lengths (× its floor)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    common.setup(args.smoke)
+    os.makedirs(args.out, exist_ok=True)
+    t_start = time.time()
+    import torch
+
+    if not args.smoke and not torch.cuda.is_available():
+        sys.exit("bench.py: no CUDA device (use --smoke for a CPU run of the code paths)")
+    device = torch.device("cpu") if args.smoke else torch.device("cuda")
+    reps = args.reps or (2 if args.smoke else (25 if args.quick else 30))
+    report = {"env": common.env_info(args.smoke), "mode": "smoke" if args.smoke else (
+        "quick" if args.quick else "full"), "reps": reps, "errors": [], "out": args.out}
+    import generated
+
+    report["hardware_detected"] = hw = common.detected_hardware(args.smoke)
+    report["generated_verify"] = generated.verify() if hasattr(generated, "verify") else None
+    if report["generated_verify"]:
+        common.say(f"WARNING generated/ differs from its MANIFEST: {report['generated_verify']}")
+    report["copy_bw"] = common.copy_bandwidth(args.smoke)
+    report["empty_kernel"] = common.empty_kernel_us(args.smoke)
+    bw = report["copy_bw"]["bytes_per_s"]
+    empty = report["empty_kernel"]["median_us"]
+    common.say(f"env: {report['env'].get('device')} torch {report['env']['torch']} triton "
+               f"{report['env']['triton']}; copy {bw / 1e12:.2f} TB/s; empty kernel "
+               f"{common.fmt_us(empty)} µs; dispatch target {hw}")
+    json_path = os.path.join(args.out, "bench.json")
+    if not args.skip_router:
+        try:
+            report["router"] = run_router(args, generated, device, bw, empty, reps)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            report["errors"].append(f"router: {type(e).__name__}: {e}")
+        common.write_json(json_path, report)
+    if not args.skip_decode:
+        if not hasattr(generated, "index_decode") or not hasattr(generated,
+                                                                  "explain_index_decode"):
+            msg = ("decode: generated.index_decode / explain_index_decode not found — the "
+                   "decode indexer is not in generated/ yet (run `codegen regenerate`)")
+            common.say("ERROR " + msg)
+            report["errors"].append(msg)
+        else:
+            try:
+                report["decode"] = run_decode(args, generated, device, bw, reps,
+                                              hw if hw in POLICIES else "sm_90")
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc()
+                report["errors"].append(f"decode: {type(e).__name__}: {e}")
+    report["wall_s"] = time.time() - t_start
+    png = os.path.join(args.out, "bench.png")
+    try:
+        report["plot"] = png if plot(report, png) else None
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        report["errors"].append(f"plot: {type(e).__name__}: {e}")
+    common.write_json(json_path, report)
+    print_tables(report)
+    return 2 if report["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

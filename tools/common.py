@@ -1,0 +1,343 @@
+"""Timing helpers shared by tools/bench.py and tools/tune.py.
+
+GPU timing method (every number the tools report):
+
+* warm up the op eagerly on a side stream (Triton compiles, torch creates handles), then capture
+  one call in a ``torch.cuda.CUDAGraph``;
+* per sample: flush L2 by zeroing a 256 MB buffer (outside the timed region), record a start
+  event, ``g.replay()``, record an end event; all samples are queued back to back and read after
+  one synchronize, so the flush kernel (~60-100 µs) keeps the GPU busy while the host queues the
+  next replay (no launch gap inside the timed region);
+* report the median, p10 and p90 in µs.
+
+The time therefore includes the graph's own launch cost on the device; ``empty_kernel_us()``
+measures that floor the same way (a one-program Triton kernel that does nothing).
+
+``--smoke`` runs (CPU, TRITON_INTERPRET=1) use :func:`time_cpu` (perf_counter, no graphs); the
+numbers only prove the code paths.
+"""
+from __future__ import annotations
+
+import datetime
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+FLUSH_BYTES = 256 << 20
+
+
+# ---------------------------------------------------------------------------------------------
+# process setup
+
+
+def setup(smoke: bool) -> None:
+    """Put the repository on sys.path; for smoke runs switch Triton's interpreter on (before
+    triton is imported) and install the interpreter patches the CPU tests use."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    if smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+        if "triton" in sys.modules and not _interpreter_active():
+            raise RuntimeError("--smoke: triton was imported before TRITON_INTERPRET=1 was set")
+        tests = os.path.join(ROOT, "tests")
+        if tests not in sys.path:
+            sys.path.insert(0, tests)
+        import interpreter_fixes  # tests/interpreter_fixes.py (bf16 tl.dot, loaded loop bounds)
+
+        interpreter_fixes.install()
+        try:  # tl.topk speed in the interpreter (tests/interpreter_fixes_topk.py), if present
+            __import__("interpreter_fixes_topk").install_xor_reduce_fast_path()
+        except ImportError:
+            pass
+
+
+def _interpreter_active() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def say(*parts) -> None:
+    """One progress line, flushed at once (the device tool only shows the tail)."""
+    print(*parts, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# statistics
+
+
+def summarize(samples_us: list) -> dict:
+    xs = sorted(float(x) for x in samples_us)
+    if not xs:
+        return {"median_us": float("nan"), "p10_us": float("nan"), "p90_us": float("nan"), "n": 0}
+
+    def pct(p):
+        if len(xs) == 1:
+            return xs[0]
+        k = (len(xs) - 1) * p
+        lo, hi = math.floor(k), math.ceil(k)
+        return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+    return {"median_us": statistics.median(xs), "p10_us": pct(0.1), "p90_us": pct(0.9),
+            "min_us": xs[0], "n": len(xs)}
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU timing
+
+
+_FLUSH = {}
+
+
+def flush_buffer(device=None):
+    import torch
+
+    dev = torch.device(device) if device is not None else torch.device("cuda",
+                                                                       torch.cuda.current_device())
+    if dev not in _FLUSH:
+        _FLUSH[dev] = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=dev)
+    return _FLUSH[dev]
+
+
+def capture_graph(fn, warmup: int = 2):
+    """Warm ``fn`` up on a side stream, then capture one call. Returns the graph."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(max(1, warmup)):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def replay_times(replay, reps: int, flush: bool = True) -> list:
+    """Per-sample µs of ``replay()`` (a graph replay or an eager call), L2 flushed before each."""
+    import torch
+
+    buf = flush_buffer() if flush else None
+    replay()  # first replay uploads the graph; keep it out of the samples
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        if buf is not None:
+            buf.zero_()
+        starts[i].record()
+        replay()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
+
+
+def time_graph(fn, reps: int = 30, warmup: int = 2, flush: bool = True,
+               allow_eager: bool = True) -> dict:
+    """Median/p10/p90 µs of one call of ``fn`` by CUDA-graph replay with L2 flushed.
+
+    If capture fails (an op that syncs the host, an uncapturable allocation...), falls back to
+    timing eager calls the same way and says so (``graph: False``, ``capture_error``)."""
+    import torch
+
+    graph, error = None, None
+    try:
+        graph = capture_graph(fn, warmup)
+    except Exception as e:  # noqa: BLE001 - reported, then eager timing
+        error = f"{type(e).__name__}: {e}"
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001
+            pass
+        if not allow_eager:
+            raise
+    if graph is not None:
+        samples = replay_times(graph.replay, reps, flush)
+    else:
+        samples = replay_times(fn, reps, flush)
+    out = summarize(samples)
+    out["graph"] = graph is not None
+    if error:
+        out["capture_error"] = error[:300]
+    del graph
+    return out
+
+
+def time_cpu(fn, reps: int = 3, warmup: int = 1) -> dict:
+    """Smoke timing: perf_counter around eager calls (no device, no flush)."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    out = summarize(samples)
+    out["graph"] = False
+    return out
+
+
+def time_op(fn, *, smoke: bool, reps: int, warmup: int = 2) -> dict:
+    return time_cpu(fn, reps=min(reps, 2), warmup=1) if smoke else time_graph(fn, reps, warmup)
+
+
+def free_memory(collect: bool = True) -> None:
+    if collect:
+        gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# machine floors
+
+
+def _empty_kernel():
+    import triton
+
+    @triton.jit
+    def _empty(ptr):
+        pass
+
+    return _empty
+
+
+_EMPTY = None
+
+
+def launch_empty(dummy) -> None:
+    global _EMPTY
+    if _EMPTY is None:
+        _EMPTY = _empty_kernel()
+    _EMPTY[(1,)](dummy, num_warps=1)
+
+
+def empty_kernel_us(smoke: bool = False, reps: int = 50) -> dict:
+    """Time of a one-program Triton kernel that does nothing, measured like every op (graph
+    replay after an L2 flush): the launch floor included in every reported time."""
+    import torch
+
+    dummy = torch.zeros(16, dtype=torch.int32, device="cpu" if smoke else "cuda")
+    return time_op(lambda: launch_empty(dummy), smoke=smoke, reps=reps)
+
+
+def copy_bandwidth(smoke: bool = False, nbytes: int = 1 << 30, reps: int = 10) -> dict:
+    """Device-to-device copy bandwidth: (bytes read + bytes written) / median time."""
+    import torch
+
+    if smoke:
+        nbytes = 64 << 20
+    device = "cpu" if smoke else "cuda"
+    src = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    t = time_op(lambda: dst.copy_(src), smoke=smoke, reps=reps)
+    bw = 2 * nbytes / (t["median_us"] * 1e-6)
+    del src, dst
+    free_memory()
+    return {"bytes_per_s": bw, "tb_per_s": bw / 1e12, "nbytes": nbytes, "time": t}
+
+
+def env_info(smoke: bool = False) -> dict:
+    import torch
+    import triton
+
+    info = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": getattr(torch.version, "cuda", None),
+        "hip": getattr(torch.version, "hip", None),
+        "smoke": smoke,
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+    }
+    if not smoke and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        info.update(device=props.name, capability=f"{props.major}.{props.minor}",
+                    sms=props.multi_processor_count,
+                    memory_gib=round(props.total_memory / 2**30, 1),
+                    l2_mib=round(getattr(props, "L2_cache_size", 0) / 2**20, 1))
+    else:
+        info.update(device="cpu (TRITON_INTERPRET=1)", sms=None)
+    return info
+
+
+def num_sms(smoke: bool = False) -> int:
+    import torch
+
+    if smoke or not torch.cuda.is_available():
+        return 132  # H200 SXM; only used to size candidate lists
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
+def detected_hardware(smoke: bool) -> str:
+    """The dispatch target `generated` picks for this device (sm_90 on an H200)."""
+    if smoke:
+        return "generic"
+    try:
+        import torch
+        from generated import _runtime
+
+        return _runtime.detect_hardware(torch.device("cuda", torch.cuda.current_device()))
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+
+def write_json(path: str, data, indent=1) -> None:
+    """Strict JSON (NaN/inf become null), written atomically."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(_clean(data), f, indent=indent, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _clean(o):
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if o is None or isinstance(o, (str, int, bool)):
+        return o
+    if hasattr(o, "tolist"):
+        return _clean(o.tolist())
+    return str(o)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-int(a) // int(b))
+
+
+def pow2ceil(x: int) -> int:
+    return 1 if x <= 1 else 1 << (int(x) - 1).bit_length()
+
+
+def fmt_us(x) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    if x >= 1000:
+        return f"{x:.0f}"
+    if x >= 100:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
