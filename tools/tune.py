@@ -170,16 +170,18 @@ def router_candidates(K, lo, hi):
 def scorer_candidates(R, max_block, sms, quick=False):
     """(variant, params) candidates at one point."""
     out = []
-    warps, stages = (4, 8), ((3,) if quick else (2, 3, 4))
+    # (num_warps, num_stages): 2 warps / 1 stage (K straight to registers) beat 4 / 3 at
+    # 64 × 128k in the first H200 run (495 vs 560 µs), so both regimes are swept.
+    options = ((4, 3), (2, 1)) if quick else ((2, 1), (2, 3), (4, 1), (4, 2), (4, 3), (8, 3))
     chunks = [c for c in (8, 16, 32, 64, 128, 256)
               if c <= max(8, max_block) and R * c <= 32 * sms]
     if not chunks:
         chunks = [8]
-    for c, w, s in itertools.product(chunks, warps, stages):
+    for c, (w, s) in itertools.product(chunks, options):
         out.append(("index_score_split", dict(kv_chunks=c, high_batch=False, num_warps=w,
                                               num_stages=s)))
     if R <= 16:
-        for k, w, s in itertools.product((1, 2, 4, 8), warps, stages):
+        for k, (w, s) in itertools.product((1, 2, 4, 8), options):
             out.append(("index_score_balanced", dict(program_budget=sms * k, num_warps=w,
                                                      num_stages=s)))
     return out
@@ -526,13 +528,19 @@ class Tuner:
                     sels += selector_candidates(mb, bucket_of(mb, TOPK_MB_BUCKETS)[1],
                                                 self.args.quick)
                 # the selector's counter row stride is total_q: 1 / multiple of 16 / other
+                # (decode_query_len is not specialised, so Q itself is not a compile key)
                 tq = R * Q
                 tq_class = 1 if tq == 1 else (16 if tq % 16 == 0 else 0)
                 for sel in sels:
-                    add(("selector", sel["topk_chunks"], sel["topk_tile"], Q),
+                    add(("selector", sel["topk_chunks"], sel["topk_tile"]),
                         tuple(sorted(sel.items())) + (tq_class,),
                         ("decode", (R, Q), default_scorer(R) + (sel,)))
-        return sorted((list(g.values()) for g in groups.values()), key=len, reverse=True)
+        # longest first (a decode compile costs several router compiles) so no worker is left
+        # with a long group at the end
+        def cost(group):
+            return sum(1 if t[0] == "router" else 4 for t in group)
+
+        return sorted((list(g.values()) for g in groups.values()), key=cost, reverse=True)
 
     def warm(self, sections):
         jobs = self.args.jobs
@@ -550,8 +558,15 @@ class Tuner:
         try:
             import multiprocessing as mp
 
-            with mp.get_context("spawn").Pool(processes=jobs) as pool:
-                results = pool.map(_warm_worker, work, chunksize=1)
+            # a worker that dies (not just raises) would leave map() waiting: bound the wait
+            timeout = max(60.0, 0.5 * self.args.budget_s)
+            pool = mp.get_context("spawn").Pool(processes=jobs)
+            try:
+                results = pool.map_async(_warm_worker, work, chunksize=1).get(timeout)
+                pool.close()
+            finally:
+                pool.terminate()
+                pool.join()
             ok = sum(r[0] for r in results)
             errs = [e for r in results for e in r[1]]
             common.say(f"   warm-up: {ok} launches compiled/loaded, {len(errs)} errors "
@@ -638,11 +653,13 @@ def _run_decode(dec, inp, variant, params, sel):
 def _warm_worker(tasks):
     """Run in a spawned process: launch each task once so Triton compiles it into the disk
     cache. Returns (launches that ran, [errors])."""
-    common.setup(False)
+    cpu = os.environ.get("TUNE_WARM_DEVICE") == "cpu"  # selftest of the pool mechanics only
+    common.setup(cpu)
     import torch
 
     ok, errors = 0, []
-    device = torch.device("cuda")
+    device = torch.device("cpu" if cpu else "cuda")
+    sync = (lambda: None) if cpu else torch.cuda.synchronize
     inputs = {}
     try:
         for kind, shape, cand in tasks:
@@ -668,12 +685,12 @@ def _warm_worker(tasks):
                     variant, params, sel = cand
                     inputs[shape]["counter"].zero_()
                     _run_decode(_decoder(), inputs[shape], variant, params, sel)
-                torch.cuda.synchronize()
+                sync()
                 ok += 1
             except Exception as e:  # noqa: BLE001
                 errors.append(f"{kind} {shape} {cand}: {type(e).__name__}: {e}"[:300])
                 try:
-                    torch.cuda.synchronize()
+                    sync()
                 except Exception:  # noqa: BLE001
                     break
     finally:
