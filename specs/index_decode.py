@@ -1,8 +1,11 @@
 """MiniMax-M3 sparse-attention decode indexer (KERNELS.md §§1–6, 8, 10).
 
 Variants: the split-K and request-balanced block scorers, the fused top-k selector (optionally
-emitting the page-16 sparse block table), and the standalone sparse-table builder.
-Policies: `index_score` picks the scorer and its grid; `index_topk` the selector's chunking.
+emitting the page-16 sparse block table), the single-launch scorer + selector
+(`index_decode_fused`), and the standalone sparse-table builder.
+Policies: `index_score` picks the scorer and its grid -- or the single-launch variant, which
+then replaces the selector too (only where max_block ≤ its topk_tile: checked by
+codegen/families/index_decode.py); `index_topk` the selector's chunking.
 gfx950 rows reproduce upstream §8 exactly; generic is upstream's non-gfx950 branch; sm_90 rows
 come from H200 measurements (specs/tuned_sm_90.py).
 """
@@ -53,7 +56,7 @@ SCORERS = dict(family="index_decode", template="index_score.py.j2", output="inde
 SPECS = [
     Variant(name="index_score_split", **SCORERS,
             doc="split-K scorer: grid (R, kv_chunks), contiguous block chunks per request",
-            params=(Param(name="kv_chunks", kind="int", pow2=True, maximum=256),
+            params=(Param(name="kv_chunks", kind="int", pow2=True, maximum=1024),
                     Param(name="high_batch", kind="bool"), NUM_WARPS, NUM_STAGES),
             defaults=dict(kv_chunks=32, high_batch=False, num_warps=None, num_stages=None)),
     Variant(name="index_score_balanced", **SCORERS,
@@ -71,6 +74,18 @@ SPECS = [
                     Param(name="single_tile", kind="bool"),
                     Param(name="adaptive_merge", kind="bool"),
                     NUM_WARPS, NUM_STAGES)),
+    Variant(name="index_decode_fused", family="index_decode", template="index_fused.py.j2",
+            output="index_fused.py", hardware=HARDWARE, constants=CONSTANTS,
+            doc="scorer + top-k selector in one launch: split-K grid (R, kv_chunks), the last "
+                "chunk of a request to finish selects its rows (one topk_tile: needs max_block "
+                "≤ topk_tile), optional page-16 sparse table",
+            tensors=(IDX_Q, CACHE, BLOCK_TABLE, SEQ_LENS, TOPK_IDX, COUNTER, ATTN_TABLE,
+                     SPARSE_TABLE, SPARSE_LENS),
+            params=(Param(name="kv_chunks", kind="int", pow2=True, maximum=1024),
+                    Param(name="topk_tile", kind="int", pow2=True, minimum=128, maximum=512,
+                          doc="selection tile: max_block and next_pow2(topk) must fit it"),
+                    NUM_WARPS, NUM_STAGES),
+            defaults=dict(kv_chunks=16, topk_tile=512, num_warps=4, num_stages=2)),
     Variant(name="index_decode", family="index_decode", template="decode_indexer.py.j2",
             output="decode_indexer.py", hardware=HARDWARE, constants=CONSTANTS,
             doc="host entry points: validation, allocation, scorer + selector launches, "
@@ -173,7 +188,8 @@ INDEX_TOPK_RULES = [
 
 SPECS += [
     Policy(name="index_score", family="index_decode",
-           doc="decode scorer (split or balanced) and its grid",
+           doc="decode scorer (split or balanced) and its grid, or the single-launch scorer + "
+               "selector (index_decode_fused; max_block ≤ its topk_tile)",
            axes=(
                Axis(name="hardware", kind="enum", values=HARDWARE, doc="normalized target"),
                Axis(name="q_dtype", kind="enum", values=Q_DTYPES, doc="idx_q dtype"),

@@ -1,8 +1,12 @@
 """fp32 low-token router GEMM (KERNELS.md §11): one RouterGemmShape per weight shape.
 
-Launch tables map token-count buckets (M ≤ 4, 5–16, 17–32) to (block_m, block_k, num_warps,
-num_stages). gfx950 reproduces the upstream table exactly; sm_90 comes from tools/tune
-measurements (specs/tuned_sm_90.py); generic is a conservative default.
+Launch tables map token-count buckets (M ≤ 4, 5–16, 17–32) to a kernel and its launch
+parameters. A row without `kernel=` takes the per-expert kernel of §11 (block_m, block_k,
+num_warps, num_stages); `kernel="splitk"` takes the split-K tl.dot kernel (block_m ≥ the
+bucket's largest M, block_n, block_k, split_k with block_k·split_k dividing hidden_size,
+num_warps, num_stages; see codegen/families/router_gemm.py). gfx950 reproduces the upstream
+table exactly; sm_90 comes from tools/tune measurements (specs/tuned_sm_90.py); generic is a
+conservative default.
 """
 from codegen.families.router_gemm import RouterGemmFamily, RouterGemmShape
 from codegen.model import TensorContract
@@ -21,6 +25,9 @@ def gfx950(small, mid, large):
     return Buckets(axis="num_tokens", rows=tuple(rows))
 
 
+# generic (unknown devices: other NVIDIA/AMD parts, the CPU interpreter) stays on the per-expert
+# kernel: plain loads and reductions only (no tl.dot, no atomics, no persistent counter), the
+# most portable choice for a table nobody has measured.
 GENERIC = Buckets(axis="num_tokens", rows=(
     (1, 4, dict(block_m=1, block_k=1024, num_warps=4, num_stages=1)),
     (5, 16, dict(block_m=4, block_k=1024, num_warps=4, num_stages=1)),

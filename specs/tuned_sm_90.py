@@ -2,7 +2,8 @@
 
 tools/tune owns this file: rerun `python3 tools/tune.py --out DIR --write-specs` on the
 H200 instead of editing it, then `codegen regenerate`. Rows marked `measured` carry the
-median µs at the bucket's representatives; the others keep the untuned defaults.
+median µs at the bucket's representatives; the others keep the untuned defaults (router rows
+marked `guess` were set by hand for the split-K kernel and await the next tune run).
 """
 from codegen.policy import Buckets, Rule, between
 
@@ -16,38 +17,61 @@ MEASURED = dict(
 
 
 def _router(rows):
+    """(lo, hi, block_m, block_k, num_warps): the per-expert kernel, one stage;
+    (lo, hi, dict(kernel="splitk", ...)): the split-K kernel with all its parameters."""
     return Buckets(axis="num_tokens", rows=tuple(
-        (lo, hi, dict(block_m=bm, block_k=bk, num_warps=nw, num_stages=1))
-        for lo, hi, bm, bk, nw in rows))
+        r if isinstance(r[2], dict) else
+        (r[0], r[1], dict(block_m=r[2], block_k=r[3], num_warps=r[4], num_stages=1))
+        for r in rows))
 
 
-# (lo, hi, block_m, block_k, num_warps): choice = smallest worst-case slowdown over the
-# bucket's token counts (1, 4 | 8, 16 | 32) × x dtype (bf16, fp32)
+# choice = smallest worst-case slowdown over the bucket's token counts (1, 4 | 8, 16 | 32) ×
+# x dtype (bf16, fp32), over both kernels
 ROUTER_GEMM = {
     (3072, 256): _router((
         (1, 4, 1, 1024, 8),  # measured: M1 bf16 5.73, M1 fp32 5.82, M4 bf16 6.30, M4 fp32 6.72 µs
-        (5, 16, 4, 1024, 4),  # measured: M8 bf16 6.78, M8 fp32 7.94, M16 bf16 8.99, M16 fp32 10.53 µs
-        (17, 32, 4, 256, 1),  # measured: M32 bf16 11.04, M32 fp32 13.92 µs
+        # guess (not measured): split-K, 16 tiles × 8 = 128 programs
+        (5, 16, dict(kernel="splitk", block_m=16, block_n=16, block_k=128, split_k=8, num_warps=4,
+                     num_stages=2)),
+        # guess (not measured): split-K, 16 tiles × 8 = 128 programs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=128, split_k=8, num_warps=4,
+                      num_stages=2)),
     )),
     (4096, 8): _router((
         (1, 4, 1, 2048, 16),  # measured: M1 bf16 4.54, M1 fp32 4.35, M4 bf16 4.51, M4 fp32 4.54 µs
-        (5, 16, 1, 2048, 16),  # measured: M8 bf16 4.61, M8 fp32 4.61, M16 bf16 4.64, M16 fp32 4.80 µs
-        (17, 32, 1, 2048, 16),  # measured: M32 bf16 4.96, M32 fp32 4.80 µs
+        # guess (not measured): split-K, 1 tile × 32 = 32 programs
+        (5, 16, dict(kernel="splitk", block_m=16, block_n=16, block_k=128, split_k=32, num_warps=4,
+                     num_stages=2)),
+        # guess (not measured): split-K, 1 tile × 32 = 32 programs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=128, split_k=32, num_warps=4,
+                      num_stages=2)),
     )),
     (4096, 192): _router((
         (1, 4, 4, 4096, 16),  # measured: M1 bf16 6.11, M1 fp32 5.79, M4 bf16 6.59, M4 fp32 6.21 µs
-        (5, 16, 8, 2048, 16),  # measured: M8 bf16 7.26, M8 fp32 7.49, M16 bf16 8.90, M16 fp32 9.50 µs
-        (17, 32, 4, 512, 2),  # measured: M32 bf16 12.06, M32 fp32 11.49 µs
+        # guess (not measured): split-K, 12 tiles × 16 = 192 programs
+        (5, 16, dict(kernel="splitk", block_m=16, block_n=16, block_k=128, split_k=16, num_warps=4,
+                     num_stages=2)),
+        # guess (not measured): split-K, 12 tiles × 16 = 192 programs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=128, split_k=16, num_warps=4,
+                      num_stages=2)),
     )),
     (6144, 128): _router((
         (1, 4, 1, 2048, 16),  # measured: M1 bf16 5.73, M1 fp32 5.54, M4 bf16 6.18, M4 fp32 6.46 µs
-        (5, 16, 4, 2048, 16),  # measured: M8 bf16 7.10, M8 fp32 7.20, M16 bf16 9.22, M16 fp32 9.50 µs
-        (17, 32, 4, 512, 4),  # measured: M32 bf16 10.78, M32 fp32 14.24 µs
+        # guess (not measured): split-K, 8 tiles × 16 = 128 programs
+        (5, 16, dict(kernel="splitk", block_m=16, block_n=16, block_k=128, split_k=16, num_warps=4,
+                     num_stages=2)),
+        # guess (not measured): split-K, 8 tiles × 16 = 128 programs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=128, split_k=16, num_warps=4,
+                      num_stages=2)),
     )),
     (6144, 256): _router((
         (1, 4, 1, 1024, 8),  # measured: M1 bf16 7.42, M1 fp32 7.30, M4 bf16 7.71, M4 fp32 7.94 µs
-        (5, 16, 4, 512, 4),  # measured: M8 bf16 11.14, M8 fp32 8.61, M16 bf16 11.36, M16 fp32 14.66 µs
-        (17, 32, 4, 256, 1),  # measured: M32 bf16 17.18, M32 fp32 20.03 µs
+        # guess (not measured): split-K, 16 tiles × 16 = 256 programs
+        (5, 16, dict(kernel="splitk", block_m=16, block_n=16, block_k=128, split_k=16, num_warps=4,
+                     num_stages=2)),
+        # guess (not measured): split-K, 16 tiles × 16 = 256 programs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=128, split_k=16, num_warps=4,
+                      num_stages=2)),
     )),
 }
 
@@ -82,19 +106,24 @@ _TUNED = {"hardware": "sm_90", "q_dtype": "bf16", "cache_dtype": "bf16",
 # Decode scorer. Measured: bf16 query and cache, head_dim 128, one index head (H = 1),
 # end to end (scores + selection + page-16 table, fixed selector), by Qmax bucket ×
 # max_block bucket × request bucket. Everything else: the default split grid, untuned.
+# `index_decode_fused` rows (scorer + selector in one launch, max_block ≤ topk_tile) marked
+# `guess` were set by hand and await the next tune run.
 INDEX_SCORE = [
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(0, 64)},
+         variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
+             # guess (not measured); two kernels measured R1 10.72, R2 11.58 µs
+             (1, 2, dict(kv_chunks=64, topk_tile=128, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R4 13.09 µs
+             (3, 4, dict(kv_chunks=32, topk_tile=128, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R8 15.90 µs
+             (5, 8, dict(kv_chunks=16, topk_tile=128, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R11 18.11 µs
+             (9, 11, dict(kv_chunks=16, topk_tile=128, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R16 21.57 µs
+             (12, 16, dict(kv_chunks=16, topk_tile=128, num_warps=4, num_stages=2)),
+         )), note="fused, bf16 D128 H1, Qmax 1, max_block 0–64"),
+    Rule(when={**_TUNED, "max_q": 1, "max_block": between(0, 64)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 10.72, R2 11.58 µs
-             (1, 2, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=3)),
-             # measured: R4 13.09 µs
-             (3, 4, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=1)),
-             # measured: R8 15.90 µs
-             (5, 8, dict(kv_chunks=16, high_batch=False, num_warps=4, num_stages=3)),
-             # measured: R11 18.11 µs
-             (9, 11, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
-             # measured: R16 21.57 µs
-             (12, 16, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
              # measured: R32 31.55 µs
              (17, 32, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
              # measured: R64 49.18 µs
@@ -105,17 +134,20 @@ INDEX_SCORE = [
              (257, None, dict(kv_chunks=1, high_batch=False, num_warps=4, num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
+         variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
+             # guess (not measured); two kernels measured R1 13.47, R2 16.16 µs
+             (1, 2, dict(kv_chunks=128, topk_tile=256, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R4 21.70 µs
+             (3, 4, dict(kv_chunks=64, topk_tile=256, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R8 31.90 µs
+             (5, 8, dict(kv_chunks=32, topk_tile=256, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R11 38.62 µs
+             (9, 11, dict(kv_chunks=16, topk_tile=256, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R16 49.22 µs
+             (12, 16, dict(kv_chunks=16, topk_tile=256, num_warps=4, num_stages=2)),
+         )), note="fused, bf16 D128 H1, Qmax 1, max_block 65–256"),
+    Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 13.47, R2 16.16 µs
-             (1, 2, dict(kv_chunks=256, high_batch=False, num_warps=4, num_stages=2)),
-             # measured: R4 21.70 µs
-             (3, 4, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
-             # measured: R8 31.90 µs
-             (5, 8, dict(kv_chunks=256, high_batch=False, num_warps=4, num_stages=2)),
-             # measured: R11 38.62 µs
-             (9, 11, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
-             # measured: R16 49.22 µs
-             (12, 16, dict(kv_chunks=256, high_batch=False, num_warps=4, num_stages=2)),
              # measured: R32 79.07 µs
              (17, 32, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
              # measured: R64 138.21 µs
@@ -150,26 +182,20 @@ INDEX_SCORE = [
              (257, None, dict(kv_chunks=1, high_batch=False, num_warps=4, num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 257–65534"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
-         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 10.69, R2 11.62 µs
-             (1, 2, dict(program_budget=132, num_warps=4, num_stages=1)),
-         )), note="balanced, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
+         variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
+             # guess (not measured); two kernels measured R1 10.69, R2 11.62 (balanced) µs
+             (1, 2, dict(kv_chunks=64, topk_tile=128, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R4 13.28 µs
+             (3, 4, dict(kv_chunks=32, topk_tile=128, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R8 16.13 (balanced) µs
+             (5, 8, dict(kv_chunks=16, topk_tile=128, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R11 18.14 µs
+             (9, 11, dict(kv_chunks=16, topk_tile=128, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R16 21.70 µs
+             (12, 16, dict(kv_chunks=16, topk_tile=128, num_warps=4, num_stages=2)),
+         )), note="fused, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R4 13.28 µs
-             (3, 4, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=3)),
-         )), note="split, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
-    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
-         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
-             # measured: R8 16.13 µs
-             (5, 8, dict(program_budget=528, num_warps=4, num_stages=2)),
-         )), note="balanced, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
-    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
-         variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R11 18.14 µs
-             (9, 11, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
-             # measured: R16 21.70 µs
-             (12, 16, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
              # measured: R32 31.49 µs
              (17, 32, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
              # measured: R64 49.98 µs
@@ -180,17 +206,20 @@ INDEX_SCORE = [
              (257, None, dict(kv_chunks=1, high_batch=False, num_warps=4, num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(65, 256)},
+         variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
+             # guess (not measured); two kernels measured R1 13.28, R2 16.32 µs
+             (1, 2, dict(kv_chunks=128, topk_tile=256, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R4 21.86 µs
+             (3, 4, dict(kv_chunks=64, topk_tile=256, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R8 31.58 µs
+             (5, 8, dict(kv_chunks=32, topk_tile=256, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R11 38.69 µs
+             (9, 11, dict(kv_chunks=16, topk_tile=256, num_warps=4, num_stages=2)),
+             # guess (not measured); two kernels measured R16 49.18 µs
+             (12, 16, dict(kv_chunks=16, topk_tile=256, num_warps=4, num_stages=2)),
+         )), note="fused, bf16 D128 H1, Qmax 2–8, max_block 65–256"),
+    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(65, 256)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 13.28, R2 16.32 µs
-             (1, 2, dict(kv_chunks=256, high_batch=False, num_warps=4, num_stages=1)),
-             # measured: R4 21.86 µs
-             (3, 4, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
-             # measured: R8 31.58 µs
-             (5, 8, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
-             # measured: R11 38.69 µs
-             (9, 11, dict(kv_chunks=256, high_batch=False, num_warps=4, num_stages=2)),
-             # measured: R16 49.18 µs
-             (12, 16, dict(kv_chunks=32, high_batch=False, num_warps=4, num_stages=2)),
              # measured: R32 79.20 µs
              (17, 32, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
              # measured: R64 139.74 µs

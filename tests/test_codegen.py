@@ -215,6 +215,76 @@ def test_router_block_k_must_divide_hidden_size(spec_copy):
     assert "2048 does not divide hidden_size 3072" in message
 
 
+# A generic split-K row replacing the last generic bucket (17–32) of every router shape.
+GENERIC_LAST = "(17, 32, dict(block_m=8, block_k=1024, num_warps=4, num_stages=1)),"
+
+
+def _splitk_row(**kw):
+    params = dict(kernel="splitk", block_m=32, block_n=16, block_k=128, split_k=8, num_warps=4,
+                  num_stages=2)
+    params.update(kw)
+    return f"(17, 32, dict({', '.join(f'{k}={v!r}' for k, v in params.items())})),"
+
+
+def _router_with(spec_copy, row: str, lo_hi=None):
+    path = spec_copy / "router_gemm.py"
+    text = path.read_text()
+    assert GENERIC_LAST in text
+    if lo_hi:
+        row = row.replace("(17, 32,", f"({lo_hi[0]}, {lo_hi[1]},", 1)
+    path.write_text(text.replace(GENERIC_LAST, row))
+
+
+@pytest.mark.parametrize("kw, field, expected", [
+    (dict(block_k=256, split_k=8), "split_k",
+     "block_k·split_k = 256·8 = 2048 does not divide hidden_size 3072"),
+    (dict(block_m=8), "block_m", "must be a power of two in 16..32"),
+    (dict(block_m=16), "block_m", "block_m 16 < 32 tokens"),
+    (dict(block_n=8), "block_n", "must be a power of two ≥ 16 (tl.dot), got 8"),
+    (dict(block_n=24), "block_n", "must be a power of two ≥ 16 (tl.dot), got 24"),
+    (dict(block_k=8), "block_k", "must be a power of two ≥ 16 (tl.dot), got 8"),
+    (dict(split_k=0), "split_k", "must be ≥ 1, got 0"),
+    (dict(kernel="fast"), "kernel", "unknown kernel 'fast' in bucket 17..32 (known: per_expert, "
+                                    "splitk)"),
+    (dict(kernel="per_expert"), "block_n",
+     "'block_n' is a parameter of the split-K kernel, but the row takes the per-expert kernel "
+     "(add kernel='splitk')"),
+    (dict(num_warps=3), "params.num_warps", "must be a power of two, got 3"),
+], ids=["k-slices", "block_m-small", "block_m-below-bucket", "block_n-small", "block_n-pow2",
+        "block_k-small", "split_k-zero", "unknown-kernel", "per-expert-with-splitk-params",
+        "num_warps"])
+def test_router_splitk_rows_are_validated(spec_copy, kw, field, expected):
+    _router_with(spec_copy, _splitk_row(**kw))
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    message = str(info.value)
+    assert expected in message, message
+    assert f"field 'launch.generic.{field}'" in message or f"field '{field}'" in message, message
+    assert "router_gemm.py:" in message, message  # the spec's file and line
+
+
+def test_router_splitk_missing_param_is_named(spec_copy):
+    _router_with(spec_copy, _splitk_row().replace("block_n=16, ", ""))
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    assert "launch parameter 'block_n' of variant 'router_gemm_splitk_k3072_n256' not set" in \
+        str(info.value)
+
+
+def test_router_splitk_row_splits_the_rule(spec_copy):
+    """A table mixing kernels becomes one rule per run of buckets with the same kernel."""
+    _router_with(spec_copy, _splitk_row())
+    reg = registry.load(str(spec_copy))
+    rows = [r for r in reg.tables["router_gemm"]
+            if r.conds[0] == ("generic",) and r.conds[1] == ((3072, 256),)]
+    assert [(r.conds[2].lo, r.conds[2].hi, r.variant) for r in rows] == [
+        (1, 4, "router_gemm_k3072_n256"), (5, 16, "router_gemm_k3072_n256"),
+        (17, 32, "router_gemm_splitk_k3072_n256")]
+    assert dict(rows[-1].params) == dict(block_m=32, block_n=16, block_k=128, split_k=8,
+                                         num_warps=4, num_stages=2)
+    assert "kernel" not in dict(rows[0].params)
+
+
 # ---------------------------------------------------------------------------------------------
 # Dispatch: generated tables agree with the registry everywhere in the domain
 
@@ -286,7 +356,11 @@ def test_explain_variant_lists_the_rules_that_select_it(capsys):
     assert cli.main(["explain", "router_gemm_k4096_n8", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["file"] == "generated/moe_router.py"
-    assert len(info["selected_by"]) == 9  # 3 hardware targets × 3 token buckets
+    # gfx950 and generic: 3 token buckets each; sm_90: the buckets its table gives this
+    # (per-expert) kernel rather than the split-K one
+    rows = [r for r in registry.load().tables["router_gemm"] if r.variant == "router_gemm_k4096_n8"]
+    assert len(info["selected_by"]) == len(rows) >= 6
+    assert {r["rule"] for r in info["selected_by"]} == {r.index for r in rows}
 
 
 def test_explain_rejects_unknown_axis(capsys):

@@ -357,8 +357,9 @@ def run_router(args, generated, device, bw, empty_us, reps):
                 try:
                     info = generated.explain_router_gemm(K, N, m,
                                                          common.detected_hardware(args.smoke))
-                    row["launch"] = {k: info.get(k) for k in ("block_m", "block_k", "num_warps",
-                                                              "num_stages", "hardware")}
+                    row["launch"] = {k: info.get(k) for k in (
+                        "kernel", "variant", "block_m", "block_n", "block_k", "split_k",
+                        "num_warps", "num_stages", "hardware") if k in info}
                 except Exception as e:  # noqa: BLE001
                     row["launch"] = {"error": str(e)[:200]}
                 ours = lambda: generated.router_gemm(x, w)  # noqa: E731

@@ -15,24 +15,37 @@ generator's own disjointness/coverage proof) and every measured choice has been 
 
 Order: compile warm-up, then (b)+(c) point by point, then (a).
 
-(a) router GEMM, per weight shape × token bucket (1–4, 5–16, 17–32): block_m ∈ {1..32} ≤ bucket
-    hi, block_k ∈ {256..4096} dividing K, num_warps ∈ {1..16}, num_stages 1, pruned to
-    4 ≤ block_k/(32·num_warps) ≤ 16 (16-byte weight loads per thread) and
-    4 ≤ block_m·block_k/(32·num_warps) ≤ 32 (fp32 partial sums per thread; every upstream gfx950
-    row is inside). Representatives M = 1, 4 | 8, 16 | 32, x bf16 and fp32.
+(a) router GEMM, per weight shape × token bucket (1–4, 5–16, 17–32), both kernels:
+    per-expert: block_m ∈ {1, 4} (bucket 1–4) / {4, 8} (buckets 5–16, 17–32: every per-expert
+    winner of the first H200 run), block_k ∈ {256..4096} dividing K, num_warps ∈ {1..16},
+    num_stages 1, pruned to 4 ≤ block_k/(32·num_warps) ≤ 16 (16-byte weight loads per thread)
+    and 4 ≤ block_m·block_k/(32·num_warps) ≤ 32 (fp32 partial sums per thread; every upstream
+    gfx950 row is inside).
+    split-K: block_m = next_pow2(max(16, bucket hi)), block_n ∈ {16, 32} (≤ max(16,
+    next_pow2(N))), block_k ∈ {64, 128, 256}, split_k ∈ {1..32} with block_k·split_k dividing
+    K and a grid cdiv(N, block_n)·split_k in [min(96, largest feasible), 264] (one to two waves
+    of 132 SMs); num_warps 4 (also 2 for 16×16 tiles, 8 for 32×32); num_stages 1 for one K step,
+    2 for two, {2, 3} for more (--quick: num_warps 4, num_stages ≤ 2).
+    Representatives M = 1, 4 | 8, 16 | 32, x bf16 and fp32.
 (b) decode scorer, per request bucket (1–2, 3–4, 5–8, 9–11, 12–16, 17–32, 33–64, 65–256; ≥ 257
     keeps the default) × max_block bucket (≤ 64, 65–256, ≥ 257: 8k / 32k / 128k contexts) × Qmax
     bucket (1; 2–8, measured at Q = Qmax = 4), H = 1, bf16, head_dim 128, topk 16, page-16 table:
     split-K with kv_chunks ∈ {8..256} (≤ max(8, blocks), R·chunks ≤ 32·SMs) × num_warps {4, 8}
     × num_stages {2, 3, 4}, and balanced (R ≤ 16 only: it is compiled per R) with budget ∈
-    {1, 2, 4, 8}·SMs × the same warps/stages. Timed END TO END (`index_decode_with_launch`:
-    scores + selection + table) with a FIXED selector (upstream's general branch for that row
-    count), so only the scorer varies.
+    {1, 2, 4, 8}·SMs × the same warps/stages, and the single-launch `index_decode_fused`
+    (R ≤ 16 and max_block buckets ≤ 256 only: its one selection tile, the smallest of
+    128/256/512 ≥ the bucket's hi, must hold every block) with kv_chunks ∈ {8..256}
+    (32 ≤ R·chunks ≤ 512) × (num_warps, num_stages) ∈ {(4, 2), (8, 2)}. Timed END TO END
+    (`index_decode_with_launch`: scores + selection + table) with a FIXED selector (upstream's
+    general branch for that row count; the fused candidates select themselves), so only the
+    scorer varies.
 (c) selector, per rows·heads bucket (1–2, 3–4, 5–8, …, 129–256, ≥ 257) × max_block bucket
     (≤ 64, 65–256, 257–1024, ≥ 1025): topk_chunks ∈ {1..16} (pruned to the chunks that can be
     active: ≤ next_pow2(cdiv(max_block, tile))), topk_tile ∈ {128, 512}, num_warps {2, 4, 8},
     num_stages 2, single_tile wherever the bucket allows it, adaptive_merge on/off for ≥ 2
-    chunks. Timed end to end with the scorer that won (b) at that point. The ≥ 1025 bucket (no
+    chunks. Timed end to end with the two-kernel scorer that won (b) at that point (the best
+    split/balanced one when the fused variant won: the table keeps a selector for every
+    point the fused rows do not serve, e.g. topk beyond their tile). The ≥ 1025 bucket (no
     context that long is measured) takes the best multi-tile configuration at 1024 blocks.
 
 Choice per bucket: the candidate with the smallest worst-case slowdown (time / best time at that
@@ -77,6 +90,15 @@ ROUTER_SHAPES = ((3072, 256), (4096, 8), (4096, 192), (6144, 128), (6144, 256))
 ROUTER_BM = (1, 2, 4, 8, 16, 32)
 ROUTER_BK = (256, 512, 1024, 2048, 4096)
 ROUTER_NW = (1, 2, 4, 8, 16)
+# per-expert block_m by bucket (bm ≤ bucket hi as well)
+ROUTER_BM_BY_BUCKET = {(1, 4): (1, 4), (5, 16): (4, 8), (17, 32): (4, 8)}
+# split-K kernel sweep
+SPLITK_BN = (16, 32)
+SPLITK_BK = (64, 128, 256)
+SPLITK_SK = (1, 2, 4, 8, 16, 32)
+SPLITK_MIN_GRID = 96  # programs (or the largest feasible grid when smaller)
+SPLITK_MAX_GRID = 264  # two programs per SM of an H200
+SPLITK_PARAM_ORDER = ("block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages")
 
 # Request buckets of the scorer; the last one (≥ 257 requests) is never measured and keeps
 # the default grid.
@@ -91,6 +113,11 @@ SCORE_DEFAULT_OPTIONS = dict(high_batch=False, num_warps=4, num_stages=3)
 SCORE_MB_BUCKETS = ((0, 64), (65, 256), (257, None))
 MB_REP_CTX = {64: 8192, 256: 32768, 1024: 131072}
 SCORE_MB_REP = {(0, 64): 64, (65, 256): 256, (257, None): 1024}
+# single-launch scorer + selector: its selection tile must hold every block of the bucket
+FUSED = "index_decode_fused"
+FUSED_TILES = (128, 256, 512)
+FUSED_MAX_REQS = 16
+FUSED_OPTIONS = ((4, 2), (8, 2))
 Q_BUCKETS = {1: (1, 1), 4: (2, None)}  # measured Q -> max_q bucket (None: axis hi)
 
 P_BUCKETS = ((1, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 128), (129, 256),
@@ -151,9 +178,10 @@ def bucket_of(value, buckets):
 
 
 def router_candidates(K, lo, hi):
+    """Per-expert kernel candidates (block_m, block_k, num_warps) for bucket [lo, hi]."""
     out = []
     for bm in ROUTER_BM:
-        if bm > hi:
+        if bm > hi or bm not in ROUTER_BM_BY_BUCKET.get((lo, hi), ROUTER_BM):
             continue
         for bk in ROUTER_BK:
             if K % bk:
@@ -167,14 +195,53 @@ def router_candidates(K, lo, hi):
     return out
 
 
+def splitk_candidates(K, N, lo, hi, quick=False):
+    """Split-K kernel candidates (dicts in SPLITK_PARAM_ORDER) for bucket [lo, hi]."""
+    bm = common.pow2ceil(max(16, hi))
+    tiles = []
+    for bn in SPLITK_BN:
+        if bn > max(16, common.pow2ceil(N)):
+            continue
+        for bk in SPLITK_BK:
+            for sk in SPLITK_SK:
+                grid = common.cdiv(N, bn) * sk
+                if K % (bk * sk) == 0 and grid <= SPLITK_MAX_GRID:
+                    tiles.append((bn, bk, sk, grid))
+    if not tiles:
+        return []
+    min_grid = min(SPLITK_MIN_GRID, max(t[3] for t in tiles))
+    out = []
+    for bn, bk, sk, grid in tiles:
+        if grid < min_grid:
+            continue
+        steps = K // (sk * bk)  # tl.dot steps per program
+        warps = {256: (2, 4), 512: (4,), 1024: (4, 8)}[bm * bn]
+        stages = (1,) if steps == 1 else ((2,) if steps == 2 else (2, 3))
+        for nw in warps:
+            for ns in stages:
+                if quick and (nw != 4 or ns > 2):
+                    continue
+                out.append(dict(block_m=bm, block_n=bn, block_k=bk, split_k=sk, num_warps=nw,
+                                num_stages=ns))
+    return out
+
+
+def router_all_candidates(K, N, lo, hi, quick=False):
+    """(kernel, params) of both kernels for bucket [lo, hi]."""
+    out = [("per_expert", dict(block_m=bm, block_k=bk, num_warps=nw, num_stages=1))
+           for bm, bk, nw in router_candidates(K, lo, hi)]
+    out += [("splitk", p) for p in splitk_candidates(K, N, lo, hi, quick)]
+    return out
+
+
 def scorer_candidates(R, max_block, sms, quick=False):
     """(variant, params) candidates at one point."""
     out = []
     # (num_warps, num_stages): 2 warps / 1 stage (K straight to registers) beat 4 / 3 at
     # 64 × 128k in the first H200 run (495 vs 560 µs), so both regimes are swept.
     options = ((4, 3), (2, 1)) if quick else ((2, 1), (2, 3), (4, 1), (4, 2), (4, 3), (8, 3))
-    chunks = [c for c in (8, 16, 32, 64, 128, 256)
-              if c <= max(8, max_block) and R * c <= 32 * sms]
+    chunks = [c for c in (8, 16, 32, 64, 128, 256, 512, 1024)
+              if c <= max(8, max_block) and R * c <= 64 * sms]
     if not chunks:
         chunks = [8]
     for c, (w, s) in itertools.product(chunks, options):
@@ -184,7 +251,21 @@ def scorer_candidates(R, max_block, sms, quick=False):
         for k, (w, s) in itertools.product((1, 2, 4, 8), options):
             out.append(("index_score_balanced", dict(program_budget=sms * k, num_warps=w,
                                                      num_stages=s)))
+    tile = fused_tile(max_block)
+    if R <= FUSED_MAX_REQS and tile is not None:
+        fchunks = [c for c in (8, 16, 32, 64, 128, 256)
+                   if c <= max(8, max_block) and 32 <= R * c <= 512] or [8]
+        for c, (w, s) in itertools.product(fchunks, FUSED_OPTIONS[:1] if quick else
+                                           FUSED_OPTIONS):
+            out.append((FUSED, dict(kv_chunks=c, topk_tile=tile, num_warps=w, num_stages=s)))
     return out
+
+
+def fused_tile(max_block_hi):
+    """Smallest fused selection tile holding max_block_hi blocks (None: too long)."""
+    if max_block_hi is None:
+        return None
+    return next((t for t in FUSED_TILES if max_block_hi <= t), None)
 
 
 def selector_candidates(max_block, mb_bucket_hi, quick=False):
@@ -305,7 +386,7 @@ class Tuner:
         import torch
         import torch.nn.functional as F
 
-        launch = _router_launcher()
+        launchers = {"per_expert": _router_launcher(), "splitk": _router_splitk_launcher()}
         shapes = self.router_shapes()
         common.say(f"== (a) router GEMM: {len(shapes)} shapes")
         g = torch.Generator(device=self.device).manual_seed(11)
@@ -324,16 +405,17 @@ class Tuner:
                 t_b = time.time()
                 reps = [(m, dt) for m in ROUTER_REPS[(lo, hi)] for dt in ("bf16", "fp32")]
                 times = {}
-                cands = router_candidates(K, lo, hi)
-                for bm, bk, nw in cands:
-                    key = (bm, bk, nw)
+                cands = router_all_candidates(K, N, lo, hi, self.args.quick)
+                for kind, params in cands:
+                    key = (kind, freeze(params))
+                    launch = launchers[kind]
                     for rep in reps:
                         x, want = xs[rep]
                         logits = torch.empty((rep[0], N), device=self.device)
-                        fn = (lambda x=x, logits=logits: launch(
-                            x, w, logits, block_m=bm, block_k=bk, num_warps=nw, num_stages=1))
+                        fn = (lambda x=x, logits=logits, launch=launch, params=params: launch(
+                            x, w, logits, **params))
                         rec = {"K": K, "N": N, "bucket": [lo, hi], "M": rep[0], "x": rep[1],
-                               "block_m": bm, "block_k": bk, "num_warps": nw}
+                               "kernel": kind, **params}
                         try:
                             logits.fill_(float("nan"))
                             fn()
@@ -341,21 +423,31 @@ class Tuner:
                             rec["rel_err"] = err
                             if not err < 1e-4:
                                 rec["rejected"] = "wrong result"
+                            elif not _router_counter_clear(self.device):
+                                rec["rejected"] = "split-K counter left non-zero"
                             else:
                                 t = self.timed(fn)
                                 rec.update(t)
-                                times.setdefault(key, {})[rep] = t["median_us"]
+                                if not _router_counter_clear(self.device):
+                                    rec["rejected"] = "split-K counter left non-zero (timing)"
+                                else:
+                                    times.setdefault(key, {})[rep] = t["median_us"]
                         except Exception as e:  # noqa: BLE001
                             rec["error"] = f"{type(e).__name__}: {e}"[:300]
                         self.log["router"].append(rec)
                 pick = choose(times, reps)
                 if pick:
                     key, worst, mean = pick
-                    self.router_best[(K, N, lo, hi)] = dict(
-                        block_m=key[0], block_k=key[1], num_warps=key[2], worst=worst,
-                        times={f"M{m} {dt}": times[key][(m, dt)] for m, dt in reps})
-                    common.say(f"   ({K},{N}) M {lo}-{hi}: {len(cands)} cands -> bm={key[0]} "
-                               f"bk={key[1]} nw={key[2]}  "
+                    kind, params = key[0], dict(key[1])
+                    best = {"kernel": kind}
+                    order = SPLITK_PARAM_ORDER if kind == "splitk" else (
+                        "block_m", "block_k", "num_warps")
+                    best.update({k: params[k] for k in order})
+                    best.update(worst=worst,
+                                times={f"M{m} {dt}": times[key][(m, dt)] for m, dt in reps})
+                    self.router_best[(K, N, lo, hi)] = best
+                    common.say(f"   ({K},{N}) M {lo}-{hi}: {len(cands)} cands -> "
+                               f"{_router_short(best)}  "
                                + " ".join(f"{times[key][r]:.2f}" for r in reps)
                                + f" µs (worst {worst:.3f}x) [{time.time() - t_b:.1f}s]")
                 else:
@@ -395,6 +487,7 @@ class Tuner:
             # (b) scorer
             qb, mbb, rb = Q_BUCKETS[Q], bucket_of(mb, SCORE_MB_BUCKETS), bucket_of(R, R_BUCKETS)
             best_s = None
+            best_two = None  # best split/balanced: the selector phase needs a second kernel
             if do_scorer:
                 cands = scorer_candidates(R, mb, self.sms, self.args.quick)
                 for variant, params in cands:
@@ -406,8 +499,12 @@ class Tuner:
                         score_times.setdefault((qb, mbb, rb), {}).setdefault(key, {})[R] = t
                         if best_s is None or t < best_s[0]:
                             best_s = (t, variant, params)
+                        if variant != FUSED and (best_two is None or t < best_two[0]):
+                            best_two = (t, variant, params)
             if best_s is None:
                 best_s = (None, d_var, d_par)
+            if best_two is None:
+                best_two = (None, d_var, d_par)
             self.scorer_at_point[(R, Q, mb)] = best_s[1:]
             # (c) selector, with this point's best scorer
             best_t = None
@@ -416,9 +513,9 @@ class Tuner:
                 cands = selector_candidates(mb, hi_small, self.args.quick)
                 pb = bucket_of(P, P_BUCKETS)
                 for sel in cands:
-                    t = self._time_decode(dec, inp, ref, best_s[1], best_s[2], sel,
+                    t = self._time_decode(dec, inp, ref, best_two[1], best_two[2], sel,
                                           {"R": R, "Q": Q, "max_block": mb, "P": P,
-                                           "scorer": best_s[1], **sel}, self.log["selector"])
+                                           "scorer": best_two[1], **sel}, self.log["selector"])
                     if t is None:
                         continue
                     key = freeze(sel)
@@ -436,7 +533,8 @@ class Tuner:
             common.free_memory(collect=False)
             common.say(f"   R={R:<3d} Q={Q} mb={mb:<4d}: scorer best "
                        f"{common.fmt_us(best_s[0])} µs {best_s[1].split('_')[-1]} "
-                       f"{_short(best_s[2])}; with best selector {common.fmt_us(best_t)} µs "
+                       f"{_short(best_s[2])}; two kernels with best selector "
+                       f"{common.fmt_us(best_t)} µs "
                        f"[{time.time() - t_p:.1f}s]")
             self.save()
         # choose per bucket
@@ -514,6 +612,11 @@ class Tuner:
                             for dt in ("bf16", "fp32"):
                                 add(("router", K, N, dt, bm), (bk, nw, mclass(m)),
                                     ("router", (K, N, dt), (bm, bk, nw, m)))
+                    # the split-K kernel does not specialise M: one compile per configuration
+                    for p in splitk_candidates(K, N, lo, hi, self.args.quick):
+                        for dt in ("bf16", "fp32"):
+                            add(("router_splitk", K, N, dt, p["block_m"]), freeze(p),
+                                ("router_splitk", (K, N, dt), (p, ROUTER_REPS[(lo, hi)][-1])))
         if "scorer" in sections or "selector" in sections:
             for R, Q, mb in self.decode_points():
                 fixed_sel = default_selector(R * Q)
@@ -522,7 +625,8 @@ class Tuner:
                     for variant, params in scorer_candidates(R, mb, self.sms, self.args.quick):
                         bal = variant.endswith("balanced")
                         add(("scorer", variant, R if bal else None, Q),
-                            (params["num_warps"], params["num_stages"]),
+                            (params["num_warps"], params["num_stages"],
+                             params.get("topk_tile")),
                             ("decode", (R, Q), (variant, params, fixed_sel)))
                 if "selector" in sections:
                     sels += selector_candidates(mb, bucket_of(mb, TOPK_MB_BUCKETS)[1],
@@ -538,7 +642,7 @@ class Tuner:
         # longest first (a decode compile costs several router compiles) so no worker is left
         # with a long group at the end
         def cost(group):
-            return sum(1 if t[0] == "router" else 4 for t in group)
+            return sum(1 if t[0].startswith("router") else 4 for t in group)
 
         return sorted((list(g.values()) for g in groups.values()), key=cost, reverse=True)
 
@@ -579,7 +683,8 @@ class Tuner:
 
 
 def _short(params):
-    keys = {"kv_chunks": "c", "program_budget": "b", "num_warps": "w", "num_stages": "s"}
+    keys = {"kv_chunks": "c", "program_budget": "b", "topk_tile": "t", "num_warps": "w",
+            "num_stages": "s"}
     return " ".join(f"{keys[k]}{v}" for k, v in params.items() if k in keys)
 
 
@@ -598,6 +703,34 @@ def _router_launcher():
         if hasattr(mod, "launch_router_gemm"):
             return mod.launch_router_gemm
     raise RuntimeError("launch_router_gemm not found in generated.moe_router")
+
+
+def _router_module():
+    import importlib
+
+    return importlib.import_module("generated.moe_router")
+
+
+def _router_splitk_launcher():
+    return _router_module().launch_router_gemm_splitk
+
+
+def _router_counter_clear(device) -> bool:
+    """True when every split-K counter buffer (one per device) is all zero; a non-zero one is
+    reset so that later candidates start clean."""
+    clear = True
+    for counter in getattr(_router_module(), "_COUNTERS", {}).values():
+        if bool(counter.any()):
+            counter.zero_()
+            clear = False
+    return clear
+
+
+def _router_short(v: dict) -> str:
+    if v.get("kernel") == "splitk":
+        return (f"splitk bm={v['block_m']} bn={v['block_n']} bk={v['block_k']} "
+                f"sk={v['split_k']} nw={v['num_warps']} ns={v['num_stages']}")
+    return f"bm={v['block_m']} bk={v['block_k']} nw={v['num_warps']}"
 
 
 def _router_shapes():
@@ -643,7 +776,8 @@ def _decode_inputs(torch, R, Q, ctx, device, seed=0):
 
 def _run_decode(dec, inp, variant, params, sel):
     score_launch = {"variant": variant, **params}
-    return dec(score_launch, dict(sel), inp["idx_q"], inp["cache"], inp["block_table"],
+    sel = None if variant == FUSED else dict(sel)  # the fused launch selects itself
+    return dec(score_launch, sel, inp["idx_q"], inp["cache"], inp["block_table"],
                inp["seq_lens"], inp["ctx"], TOPK, 0, 1, 1, inp["Q"], inp["Q"], inp["out"],
                attention_block_table=inp["attn_table"], sparse_block_table_out=inp["table"],
                sparse_context_lens_out=inp["ctx_out"], block_page_stride=8,
@@ -677,6 +811,18 @@ def _warm_worker(tasks):
                     # fresh [m, K] / [m, N] tensors, as the timing loop uses
                     _router_launcher()(x[:m].contiguous(), w, torch.empty_like(out[:m]),
                                        block_m=bm, block_k=bk, num_warps=nw, num_stages=1)
+                elif kind == "router_splitk":
+                    K, N, dt = shape
+                    params, m = cand
+                    if shape not in inputs:
+                        inputs.clear()
+                        dtype = torch.bfloat16 if dt == "bf16" else torch.float32
+                        inputs[shape] = (torch.randn((32, K), device=device).to(dtype),
+                                         torch.randn((N, K), device=device),
+                                         torch.empty((32, N), device=device))
+                    x, w, out = inputs[shape]
+                    _router_splitk_launcher()(x[:m].contiguous(), w, torch.empty_like(out[:m]),
+                                              **dict(params))
                 else:
                     R, Q = shape
                     if shape not in inputs:
@@ -785,7 +931,8 @@ def _times(times: dict) -> str:
 
 
 SCORE_PARAM_ORDER = {"index_score_split": ("kv_chunks", "high_batch", "num_warps", "num_stages"),
-                     "index_score_balanced": ("program_budget", "num_warps", "num_stages")}
+                     "index_score_balanced": ("program_budget", "num_warps", "num_stages"),
+                     FUSED: ("kv_chunks", "topk_tile", "num_warps", "num_stages")}
 TOPK_PARAM_ORDER = ("topk_chunks", "topk_tile", "single_tile", "adaptive_merge", "num_warps",
                     "num_stages")
 
@@ -815,18 +962,29 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w("")
     w("")
     w("def _router(rows):")
+    w('    """(lo, hi, block_m, block_k, num_warps): the per-expert kernel, one stage;')
+    w('    (lo, hi, dict(kernel="splitk", ...)): the split-K kernel with all its parameters."""')
     w('    return Buckets(axis="num_tokens", rows=tuple(')
-    w("        (lo, hi, dict(block_m=bm, block_k=bk, num_warps=nw, num_stages=1))")
-    w("        for lo, hi, bm, bk, nw in rows))")
+    w("        r if isinstance(r[2], dict) else")
+    w("        (r[0], r[1], dict(block_m=r[2], block_k=r[3], num_warps=r[4], num_stages=1))")
+    w("        for r in rows))")
     w("")
     w("")
-    w("# (lo, hi, block_m, block_k, num_warps): choice = smallest worst-case slowdown over the")
-    w("# bucket's token counts (1, 4 | 8, 16 | 32) × x dtype (bf16, fp32)")
+    w("# choice = smallest worst-case slowdown over the bucket's token counts (1, 4 | 8, 16 | 32) ×")
+    w("# x dtype (bf16, fp32), over both kernels")
     w("ROUTER_GEMM = {")
     for K, N in shapes:
         w(f"    ({K}, {N}): _router((")
         for lo, hi in ROUTER_BUCKETS:
             got = router.get((K, N, lo, hi))
+            if got and got.get("kernel") == "splitk":
+                note = "measured"
+                if "times" in got:
+                    note += f": {_times(got['times'])} µs"
+                w(f"        # {note}")
+                L.extend(_row(8, lo, hi, {"kernel": "splitk",
+                                          **{k: got[k] for k in SPLITK_PARAM_ORDER}}))
+                continue
             if got:
                 bm, bk, nw = got["block_m"], got["block_k"], got["num_warps"]
                 note = "measured"
@@ -862,12 +1020,16 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w("# Decode scorer. Measured: bf16 query and cache, head_dim 128, one index head (H = 1),")
     w("# end to end (scores + selection + page-16 table, fixed selector), by Qmax bucket ×")
     w("# max_block bucket × request bucket. Everything else: the default split grid, untuned.")
+    w("# `index_decode_fused` rows: scorer + selector in one launch (max_block ≤ topk_tile).")
     w("INDEX_SCORE = [")
     for q, (qlo, qhi) in sorted(Q_BUCKETS.items()):
         for mlo, mhi in SCORE_MB_BUCKETS:
             rows = []
             for rlo, rhi in R_BUCKETS:
                 got = scorer.get(((qlo, qhi), (mlo, mhi), (rlo, rhi)))
+                if got and got["variant"] == FUSED and (
+                        mhi is None or got["params"]["topk_tile"] < mhi):
+                    got = None  # its tile does not hold the whole bucket: keep the default
                 if got:
                     variant, params = got["variant"], dict(got["params"])
                     note = "measured"
@@ -1009,10 +1171,12 @@ def verify_lookups(reg, router, scorer, selector, dom) -> int:
                 assert single_ok and p == want, (mb, P, p, want)
                 checked += 1
     for (K, N, lo, hi), want in router.items():
+        splitk = want.get("kernel") == "splitk"
+        keys = SPLITK_PARAM_ORDER if splitk else ("block_m", "block_k", "num_warps")
         for m in (lo, hi):
             v, p = get("router_gemm", ("sm_90", (K, N), m))
-            assert all(p[k] == want[k] for k in ("block_m", "block_k", "num_warps")), \
-                (K, N, m, p, want)
+            assert v.startswith("router_gemm_splitk_") == splitk, (K, N, m, v, want)
+            assert all(p[k] == want[k] for k in keys), (K, N, m, p, want)
             checked += 1
     return checked
 
@@ -1055,6 +1219,11 @@ def fake_measurements(seed: int, shapes):
         for lo, hi in ROUTER_BUCKETS:
             if rnd.random() < 0.15:
                 continue  # unmeasured: default row
+            sk = splitk_candidates(K, N, lo, hi)
+            if sk and rnd.random() < 0.5:
+                router[(K, N, lo, hi)] = dict(kernel="splitk", **rnd.choice(sk), worst=1.0,
+                                              times={"M8 bf16": rnd.uniform(2, 9)})
+                continue
             bm, bk, nw = rnd.choice(router_candidates(K, lo, hi))
             router[(K, N, lo, hi)] = dict(block_m=bm, block_k=bk, num_warps=nw, worst=1.0,
                                           times={"M1 bf16": rnd.uniform(2, 9)})
@@ -1091,7 +1260,8 @@ def dry_run(tmpdir: str) -> list:
     import torch
 
     g = globals()
-    saved = {k: g[k] for k in ("_router_launcher", "_decoder", "_decode_inputs",
+    saved = {k: g[k] for k in ("_router_launcher", "_router_splitk_launcher",
+                               "_router_counter_clear", "_decoder", "_decode_inputs",
                                "_router_shapes")}
     last = {}
 
@@ -1102,11 +1272,28 @@ def dry_run(tmpdir: str) -> list:
             logits.copy_(x.float() @ w.t())
         return launch
 
+    def fake_splitk_time(p, M, N):
+        """Fake split-K clock: optimum grid 128, 4 warps, 2 stages, block_k 128, block_n 16;
+        slower than the per-expert optimum for M ≤ 4 only."""
+        grid = common.cdiv(N, p["block_n"]) * p["split_k"]
+        t = 0.5 + 0.1 * abs(math.log2(grid) - 7) + 0.05 * (p["num_warps"] != 4)
+        t += 0.05 * (p["num_stages"] != 2) + 0.02 * abs(math.log2(p["block_k"]) - 7)
+        t += 0.01 * (p["block_n"] != 16)
+        return t + (5 if M <= 4 else 0)
+
+    def fake_splitk_launcher():
+        def launch(x, w, logits, **params):
+            last.clear()
+            last.update(kind="router_splitk", params=params, M=x.shape[0], N=w.shape[0])
+            logits.copy_(x.float() @ w.t())
+        return launch
+
     def fake_decoder():
         def dec(score_launch, topk_launch, idx_q, cache, bt, seq_lens, max_seq_len, topk,
                 init, local, H, Q, Qmax, out, **kw):
             last.clear()
-            last.update(kind="decode", score=dict(score_launch), topk=dict(topk_launch),
+            last.update(kind="decode", score=dict(score_launch),
+                        topk=None if topk_launch is None else dict(topk_launch),
                         R=int(seq_lens.shape[0]), mb=common.cdiv(max_seq_len, BLOCK))
             total_q = idx_q.shape[0]
             res = out[:, :total_q]
@@ -1134,11 +1321,18 @@ def dry_run(tmpdir: str) -> list:
     def clock(fn):
         fn()
         c = dict(last)
-        if c["kind"] == "router":  # optimum: block_k 1024, num_warps 4, block_m 2
+        if c["kind"] == "router_splitk":
+            t = fake_splitk_time(c["params"], c["M"], c["N"])
+        elif c["kind"] == "router":  # optimum: block_k 1024, num_warps 4, block_m 4
             t = 1 + abs(math.log2(c["block_k"]) - 10) + 0.5 * abs(math.log2(c["num_warps"]) - 2)
-            t += 0.3 * abs(math.log2(c["block_m"]) - 1)
+            t += 0.3 * abs(math.log2(c["block_m"]) - 2)
         else:
             sc, tk = c["score"], c["topk"]
+            if sc["variant"] == FUSED:  # optimum for R ≤ 2: 32 chunks, 8 warps (no selector)
+                assert tk is None, "the fused launch takes no selector"
+                t = (3 if c["R"] <= 2 else 30) + abs(math.log2(sc["kv_chunks"]) - 5)
+                t += 0.1 * (sc["num_warps"] != 8)
+                return {"median_us": t, "p10_us": t, "p90_us": t, "n": 1, "graph": False}
             if sc["variant"] == "index_score_balanced":  # optimum for R ≤ 4: budget 264
                 t = 10 + abs(sc["program_budget"] - 264) / 100 - (5 if c["R"] <= 4 else -5)
             else:  # optimum: 32 chunks, 8 warps, 3 stages
@@ -1152,7 +1346,9 @@ def dry_run(tmpdir: str) -> list:
 
     problems = []
     try:
-        g.update(_router_launcher=fake_router_launcher, _decoder=fake_decoder,
+        g.update(_router_launcher=fake_router_launcher,
+                 _router_splitk_launcher=fake_splitk_launcher,
+                 _router_counter_clear=lambda device: True, _decoder=fake_decoder,
                  _decode_inputs=fake_inputs, _router_shapes=lambda: list(ROUTER_SHAPES))
         args = parse_args(["--out", tmpdir, "--jobs", "0", "--reps", "2"])
         tuner = Tuner(args, device="cpu", timer=clock)
@@ -1161,19 +1357,31 @@ def dry_run(tmpdir: str) -> list:
         tuner.tune_router()
         tuner.tune_decode(True, True)
         for (K, N, lo, hi), v in tuner.router_best.items():
-            want = (2 if hi >= 2 else 1, 1024 if K % 1024 == 0 else None, 4)
-            if (v["block_m"], v["block_k"], v["num_warps"]) != want:
-                problems.append(f"router {K}x{N} {lo}-{hi}: picked {v}, want {want}")
+            if hi <= 4:  # per-expert optimum
+                want = (4, 1024 if K % 1024 == 0 else None, 4)
+                if v.get("kernel") == "splitk" or \
+                        (v["block_m"], v["block_k"], v["num_warps"]) != want:
+                    problems.append(f"router {K}x{N} {lo}-{hi}: picked {v}, want {want}")
+            else:  # split-K wins: the candidate with the smallest fake time
+                best = min(fake_splitk_time(p, hi, N) for p in splitk_candidates(K, N, lo, hi))
+                got = {k: v.get(k) for k in SPLITK_PARAM_ORDER}
+                if v.get("kernel") != "splitk" or fake_splitk_time(got, hi, N) != best:
+                    problems.append(f"router {K}x{N} {lo}-{hi}: picked {v}, want split-K "
+                                    f"at fake time {best:.3f}")
         if len(tuner.router_best) != len(ROUTER_SHAPES) * len(ROUTER_BUCKETS):
             problems.append(f"router: {len(tuner.router_best)} buckets chosen")
         for (qb, mbb, rb), v in tuner.scorer_best.items():
             p = v["params"]
-            if rb[1] is not None and rb[1] <= 4:
-                ok = v["variant"] == "index_score_balanced" and p["program_budget"] == 264
+            if rb == (1, 2) and fused_tile(mbb[1]) is not None:
+                ok = (v["variant"] == FUSED and p["kv_chunks"] == 32 and p["num_warps"] == 8
+                      and p["topk_tile"] == fused_tile(mbb[1]))
             else:
-                ok = v["variant"] == "index_score_split" and p["kv_chunks"] == min(
-                    32, max(8, SCORE_MB_REP[mbb]))
-            ok = ok and p["num_warps"] == 8 and p["num_stages"] == 3
+                if rb[1] is not None and rb[1] <= 4:
+                    ok = v["variant"] == "index_score_balanced" and p["program_budget"] == 264
+                else:
+                    ok = v["variant"] == "index_score_split" and p["kv_chunks"] == min(
+                        32, max(8, SCORE_MB_REP[mbb]))
+                ok = ok and p["num_warps"] == 8 and p["num_stages"] == 3
             if not ok:
                 problems.append(f"scorer {qb} {mbb} {rb}: picked {v}")
         want_sc = len(Q_BUCKETS) * len(SCORE_MB_BUCKETS) * sum(1 for r in R_BUCKETS if R_REPS[r])
@@ -1198,6 +1406,11 @@ def dry_run(tmpdir: str) -> list:
                           tmpdir, apply=False)
         if res.get("verified") is not True:
             problems.append(f"written table does not load: {res}")
+        with open(os.path.join(tmpdir, "tuned_sm_90.py"), encoding="utf-8") as f:
+            n_fused = f.read().count(f'variant="{FUSED}"')
+        if n_fused != len(Q_BUCKETS) * sum(fused_tile(m[1]) is not None
+                                           for m in SCORE_MB_BUCKETS):
+            problems.append(f"written table has {n_fused} fused rules")
         common.say(f"  dry run: {n_tasks} warm-up launches in {len(groups)} groups; timed "
                    f"{len(tuner.log['router'])} router, {len(tuner.log['scorer'])} scorer, "
                    f"{len(tuner.log['selector'])} selector candidates; "
@@ -1231,6 +1444,18 @@ def selftest() -> int:
                 pick = [c for c in cands if c[0] == want][-1]
                 s[(qb, mbb, rb)] = dict(variant=pick[0], params=pick[1])
     cases.append(("alternating scorer variants", (r, s, t)))
+    # the single-launch variant wherever it may go, between split/balanced rows
+    r, s, t = fake_measurements(98, shapes)
+    for i, rb in enumerate(R_BUCKETS):
+        for qb in Q_BUCKETS.values():
+            for mbb in SCORE_MB_BUCKETS:
+                if not R_REPS[rb]:
+                    continue
+                cands = scorer_candidates(R_REPS[rb][0], SCORE_MB_REP[mbb], 132)
+                fused = [c for c in cands if c[0] == FUSED]
+                pick = fused[i % len(fused)] if fused and i % 3 != 1 else cands[i % len(cands)]
+                s[(qb, mbb, rb)] = dict(variant=pick[0], params=pick[1])
+    cases.append(("fused scorer where feasible", (r, s, t)))
     tmpdir = tempfile.mkdtemp(prefix="tune_selftest_")
     try:
         for name, (router, scorer, selector) in cases:
@@ -1353,8 +1578,8 @@ def main(argv=None):
 def print_summary(tuner, res, args):
     lines = ["", "tune summary"]
     for (K, N, lo, hi), v in sorted(tuner.router_best.items()):
-        lines.append(f"  router ({K},{N}) M {lo}-{hi}: bm {v['block_m']} bk {v['block_k']} "
-                     f"nw {v['num_warps']}  worst {v['worst']:.3f}x  {_times(v['times'])}")
+        lines.append(f"  router ({K},{N}) M {lo}-{hi}: {_router_short(v)}  "
+                     f"worst {v['worst']:.3f}x  {_times(v['times'])}")
     for k, v in sorted(tuner.scorer_best.items(), key=lambda kv: str(kv[0])):
         (qlo, qhi), (mlo, mhi), (rlo, rhi) = k
         lines.append(f"  scorer Qmax {qlo}{'+' if qhi is None else ''} mb {mlo}-{_hi(mhi)} "

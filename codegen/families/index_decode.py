@@ -15,9 +15,16 @@ def expand(specs: tuple, hardware: dict):
     return [], [], None
 
 
+FUSED = "index_decode_fused"
+
+
 def check(registry) -> None:
     """The single-tile selector ignores blocks past one tile per chunk, and the adaptive merge
-    handles at most 16 chunks: a rule may only enable them where that is safe."""
+    handles at most 16 chunks: a rule may only enable them where that is safe. The fused
+    single-launch variant selects from one topk_tile of blocks: an `index_score` rule may only
+    pick it for max_block ≤ topk_tile. (topk is not an `index_score` axis: where
+    next_pow2(topk) > topk_tile the host falls back to the two-kernel path.)"""
+    _check_fused(registry)
     policy = registry.policies.get("index_topk")
     if policy is None:
         return
@@ -43,8 +50,28 @@ def check(registry) -> None:
                             "adaptive_merge supports at most 16 chunks")
 
 
+def _check_fused(registry) -> None:
+    policy = registry.policies.get("index_score")
+    if policy is None:
+        return
+    names = [a.name for a in policy.axes]
+    pos = names.index("max_block")
+    for rule in registry.tables["index_score"]:
+        if rule.variant != FUSED:
+            continue
+        tile = dict(rule.params)["topk_tile"]
+        cond = rule.conds[pos]
+        hi = policy.axes[pos].hi if cond is None else cond.hi
+        if hi is None or hi > tile:
+            raise SpecError(rule.loc, "Policy index_score", "params.topk_tile",
+                            f"{FUSED} selects from one tile of topk_tile blocks: it needs "
+                            f"max_block ≤ topk_tile = {tile}, but the rule covers max_block up "
+                            f"to {hi if hi is not None else '∞'}")
+
+
 # Public names each generated file of the family exports through `generated`.
 EXPORTS = {
+    "index_fused.py": (),
     "index_score.py": (),
     "index_topk.py": (),
     "decode_indexer.py": ("alloc_sparse_block_table", "build_sparse_block_table_decode",

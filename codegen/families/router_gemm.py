@@ -1,21 +1,41 @@
-"""Router GEMM family: fp32 low-token router GEMM, one variant per (hidden, experts) shape.
+"""Router GEMM family: fp32 low-token router GEMM, two kernels per (hidden, experts) shape.
 
 ``specs/router_gemm.py`` declares one :class:`RouterGemmFamily` (the tensor contracts and the
 token cap) and one :class:`RouterGemmShape` per supported weight shape, each with a launch
 table by token-count bucket for every hardware target. This module lowers them to variants
 and to the ``router_gemm`` dispatch policy.
+
+Kernels (a launch table row picks one with ``kernel=``; default ``per_expert``):
+
+- ``per_expert`` (variant ``router_gemm_k{K}_n{N}``): KERNELS.md §11, one program per
+  (row tile, expert), BLOCK_M×BLOCK_K fp32 partials reduced at the end. Params block_m,
+  block_k, num_warps, num_stages.
+- ``splitk`` (variant ``router_gemm_splitk_k{K}_n{N}``): grid (cdiv(N, block_n), split_k), one
+  row tile of block_m ≥ M rows; program (nt, ks) forms the [block_m, block_n] partial of its K
+  slice with an fp32 (ieee) ``tl.dot``; with split_k > 1 the last program to arrive at the
+  tile's counter sums the split_k partials in ks order (deterministic). Params block_m,
+  block_n, block_k, split_k, num_warps, num_stages.
+
+A shape's table for one hardware target becomes one dispatch Rule per run of consecutive
+buckets with the same kernel (a Rule names one variant).
 """
 from __future__ import annotations
 
+import itertools
+
 import attrs
 
-from ..model import (LOC, NUM_STAGES, NUM_WARPS, Location, Param, TensorContract, Variant,
-                     _to_tuple, fail, is_pow2, seq_of, spec_class, typed)
+from ..model import (LOC, NUM_STAGES, NUM_WARPS, Location, Param, SpecError, TensorContract,
+                     Variant, fail, is_pow2, spec_class, typed)
 from ..policy import Axis, Buckets, Policy, Rule
 
 NAME = "router_gemm"
 OUTPUT = "moe_router.py"
 TEMPLATE = "moe_router.py.j2"
+
+PER_EXPERT = "per_expert"
+SPLITK = "splitk"
+KERNELS = (PER_EXPERT, SPLITK)  # the first one is the default of a row without `kernel=`
 
 PARAMS = (
     Param(name="block_m", kind="int", pow2=True, maximum=32, doc="token rows per program"),
@@ -23,6 +43,25 @@ PARAMS = (
     NUM_WARPS,
     NUM_STAGES,
 )
+
+SPLITK_MIN_BLOCK = 16  # tl.dot needs every tile dimension ≥ 16
+SPLITK_PARAMS = (
+    Param(name="block_m", kind="int", pow2=True, minimum=SPLITK_MIN_BLOCK, maximum=32,
+          doc="token rows of the one row tile (≥ every M of the bucket)"),
+    Param(name="block_n", kind="int", pow2=True, minimum=SPLITK_MIN_BLOCK, maximum=256,
+          doc="experts per program"),
+    Param(name="block_k", kind="int", pow2=True, minimum=SPLITK_MIN_BLOCK, maximum=8192,
+          doc="hidden columns per tl.dot step"),
+    Param(name="split_k", kind="int", minimum=1, maximum=64,
+          doc="programs per expert tile along K (each owns hidden_size/split_k columns)"),
+    NUM_WARPS,
+    NUM_STAGES,
+)
+
+
+def row_kernel(params: dict) -> str:
+    """Kernel a launch table row names (``kernel=``, default ``per_expert``)."""
+    return params.get("kernel", PER_EXPERT)
 
 
 @spec_class
@@ -54,6 +93,11 @@ class RouterGemmShape:
     def name(self) -> str:
         return f"router_gemm_k{self.hidden_size}_n{self.num_experts}"
 
+    def variant_name(self, kernel: str) -> str:
+        if kernel == SPLITK:
+            return f"router_gemm_splitk_k{self.hidden_size}_n{self.num_experts}"
+        return self.name
+
     @hidden_size.validator
     def _k(self, attribute, value):
         if value <= 0 or value % 64:
@@ -70,11 +114,62 @@ class RouterGemmShape:
             if not isinstance(table, Buckets) or table.axis != "num_tokens":
                 fail(self, f"launch.{hw}", "must be Buckets(axis='num_tokens', rows=...)")
             for lo, hi, params in table.rows:
+                kernel = row_kernel(params)
+                if kernel not in KERNELS:
+                    fail(self, f"launch.{hw}.kernel",
+                         f"unknown kernel {kernel!r} in bucket {lo}..{hi} "
+                         f"(known: {', '.join(KERNELS)})")
+                if kernel == SPLITK:
+                    self._check_splitk(hw, lo, hi, params)
+                    continue
+                own = {p.name for p in PARAMS}
+                foreign = sorted(k for k in params if k != "kernel" and k not in own and
+                                 k in {p.name for p in SPLITK_PARAMS})
+                if foreign:
+                    fail(self, f"launch.{hw}.{foreign[0]}",
+                         f"bucket {lo}..{hi}: {foreign[0]!r} is a parameter of the split-K kernel, "
+                         f"but the row takes the per-expert kernel (add kernel='splitk')")
                 block_k = params.get("block_k")
                 if is_pow2(block_k) and self.hidden_size % block_k:
                     fail(self, f"launch.{hw}.block_k",
                          f"{block_k} does not divide hidden_size {self.hidden_size} "
                          f"(the kernel has no K masking)")
+
+    def _check_splitk(self, hw, lo, hi, params):
+        """Tile rules of the split-K kernel (types and unknown/missing keys are reported by
+        the variant's Param checks when the policy is flattened)."""
+        where = f"launch.{hw}"
+        bucket = f"bucket {lo}..{hi}, kernel='splitk'"
+
+        def ints(*names):
+            return all(isinstance(params.get(n), int) and not isinstance(params.get(n), bool)
+                       for n in names)
+
+        if ints("block_m"):
+            bm = params["block_m"]
+            if not (is_pow2(bm) and SPLITK_MIN_BLOCK <= bm <= 32):
+                fail(self, f"{where}.block_m",
+                     f"{bucket}: must be a power of two in {SPLITK_MIN_BLOCK}..32 (tl.dot needs "
+                     f"≥ {SPLITK_MIN_BLOCK} rows; one row tile holds every token), got {bm}")
+        if ints("block_n"):
+            bn = params["block_n"]
+            if not (is_pow2(bn) and bn >= SPLITK_MIN_BLOCK):
+                fail(self, f"{where}.block_n",
+                     f"{bucket}: must be a power of two ≥ {SPLITK_MIN_BLOCK} (tl.dot), got {bn}")
+        if ints("block_k"):
+            bk = params["block_k"]
+            if not (is_pow2(bk) and bk >= SPLITK_MIN_BLOCK):
+                fail(self, f"{where}.block_k",
+                     f"{bucket}: must be a power of two ≥ {SPLITK_MIN_BLOCK} (tl.dot), got {bk}")
+        if ints("split_k") and params["split_k"] < 1:
+            fail(self, f"{where}.split_k", f"{bucket}: must be ≥ 1, got {params['split_k']}")
+        if ints("block_k", "split_k") and params["split_k"] >= 1 and \
+                self.hidden_size % (params["block_k"] * params["split_k"]):
+            bk, sk = params["block_k"], params["split_k"]
+            fail(self, f"{where}.split_k",
+                 f"{bucket}: block_k·split_k = {bk}·{sk} = {bk * sk} does not divide hidden_size "
+                 f"{self.hidden_size} (each of the split_k programs steps block_k over an equal "
+                 f"K slice; the kernel has no K masking)")
 
 
 SPEC_TYPES = (RouterGemmFamily, RouterGemmShape)
@@ -88,24 +183,50 @@ def expand(specs: tuple, hardware: dict):
     if len(fam) != 1:
         where = shapes[0].loc
         raise_at = fam[1] if len(fam) > 1 else None
-        from ..model import SpecError
         raise SpecError(raise_at.loc if raise_at else where, "RouterGemmFamily", None,
                         "exactly one RouterGemmFamily spec is required")
     family = fam[0]
     tensors = (family.hidden_states, family.router_weight, family.logits)
     variants, rules = [], []
     for shape in sorted(shapes, key=lambda s: (s.hidden_size, s.num_experts)):
+        key = (shape.hidden_size, shape.num_experts)
+        common = dict(family=NAME, template=TEMPLATE, output=OUTPUT,
+                      hardware=tuple(sorted(shape.launch)), tensors=tensors, loc=shape.loc)
         variants.append(Variant(
-            family=NAME, name=shape.name, template=TEMPLATE, output=OUTPUT,
+            name=shape.variant_name(PER_EXPERT),
             doc=f"fp32 router GEMM for hidden {shape.hidden_size}, {shape.num_experts} experts "
                 f"({shape.models})",
-            hardware=tuple(sorted(shape.launch)),
-            constants=(("HIDDEN_SIZE", shape.hidden_size), ("NUM_EXPERTS", shape.num_experts)),
-            params=PARAMS, tensors=tensors, loc=shape.loc))
+            constants=(("HIDDEN_SIZE", shape.hidden_size), ("NUM_EXPERTS", shape.num_experts),
+                       ("KERNEL", PER_EXPERT)),
+            params=PARAMS, **common))
+        variants.append(Variant(
+            name=shape.variant_name(SPLITK),
+            doc=f"fp32 split-K router GEMM (tl.dot) for hidden {shape.hidden_size}, "
+                f"{shape.num_experts} experts ({shape.models})",
+            constants=(("HIDDEN_SIZE", shape.hidden_size), ("NUM_EXPERTS", shape.num_experts),
+                       ("KERNEL", SPLITK)),
+            params=SPLITK_PARAMS, **common))
         for hw, table in sorted(shape.launch.items()):
-            rules.append(Rule(when={"hardware": hw, "shape": (shape.hidden_size, shape.num_experts)},
-                              variant=shape.name, by=table, loc=shape.loc,
-                              note=shape.models))
+            ordered = sorted(table.rows, key=lambda r: r[0])
+            # one Rule per run of consecutive buckets that use the same kernel
+            for kernel, run in itertools.groupby(ordered, key=lambda r: row_kernel(r[2])):
+                run = tuple(run)
+                if kernel == SPLITK:
+                    for lo, hi, params in run:
+                        top = family.max_tokens if hi is None else min(hi, family.max_tokens)
+                        bm = params.get("block_m")
+                        if isinstance(bm, int) and bm < top:
+                            fail(shape, f"launch.{hw}.block_m",
+                                 f"bucket {lo}..{hi}, kernel='splitk': block_m {bm} < {top} "
+                                 f"tokens (the split-K kernel has a single row tile, so block_m "
+                                 f"must cover the bucket's largest token count)")
+                by = Buckets(axis=table.axis, loc=table.loc,
+                             rows=tuple((lo, hi, {k: v for k, v in p.items() if k != "kernel"})
+                                        for lo, hi, p in run))
+                rules.append(Rule(when={"hardware": hw, "shape": key},
+                                  variant=shape.variant_name(kernel), by=by, loc=shape.loc,
+                                  note=shape.models if kernel == PER_EXPERT
+                                  else f"{shape.models}; split-K"))
     shape_values = tuple((s.hidden_size, s.num_experts)
                          for s in sorted(shapes, key=lambda s: (s.hidden_size, s.num_experts)))
     policy = Policy(
@@ -124,20 +245,31 @@ def expand(specs: tuple, hardware: dict):
 
 
 def context(path: str, variants: list, reg) -> tuple[dict, list[str]]:
-    """Render context of generated/router_gemm.py and the names it exports."""
+    """Render context of generated/moe_router.py and the names it exports."""
     from ..render import literal, lower_contract
 
     family = reg.extras[NAME]
-    shapes = [{"key": literal((v.constant("HIDDEN_SIZE"), v.constant("NUM_EXPERTS"))),
-               "variant": v.name, "doc": v.doc, "where": str(v.loc)} for v in variants]
+
+    def entries(kernel):
+        return [{"key": literal((v.constant("HIDDEN_SIZE"), v.constant("NUM_EXPERTS"))),
+                 "variant": v.name, "doc": v.doc, "where": str(v.loc)}
+                for v in variants if v.constant("KERNEL") == kernel]
+
     ctx = {
         "max_tokens": family.max_tokens,
-        "shapes": shapes,
+        "shapes": entries(PER_EXPERT),
+        "splitk_shapes": entries(SPLITK),
+        "kernels": [{"variant": v.name, "kernel": v.constant("KERNEL")} for v in variants],
+        # counter slots: ≥ cdiv(N, block_n) for every shape (block_n ≥ SPLITK_MIN_BLOCK)
+        "counter_slots": max(-(-v.constant("NUM_EXPERTS") // SPLITK_MIN_BLOCK)
+                             for v in variants),
+        "splitk_min_block": SPLITK_MIN_BLOCK,
         "x": lower_contract(family.hidden_states),
         "w": lower_contract(family.router_weight),
         "out": lower_contract(family.logits),
         "table": NAME.upper(),
     }
-    names = ["ROUTER_GEMM_SHAPES", "can_use_router_gemm", "explain_router_gemm",
-             "explain_router_logits", "launch_router_gemm", "router_gemm", "router_logits"]
+    names = ["ROUTER_GEMM_KERNELS", "ROUTER_GEMM_SHAPES", "ROUTER_GEMM_SPLITK_SHAPES",
+             "can_use_router_gemm", "explain_router_gemm", "explain_router_logits",
+             "launch_router_gemm", "launch_router_gemm_splitk", "router_gemm", "router_logits"]
     return ctx, names

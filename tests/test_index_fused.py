@@ -1,0 +1,496 @@
+"""Single-launch decode indexer `index_decode_fused` (scorer + top-k selection + page-16 table).
+
+The fused kernel must give exactly the two-kernel path's results (split-K scorer, then the fused
+selector): ids, sparse table and context lengths bit for bit, the fp32 scores written like the
+split scorer's, and the completion counter all-zero after every launch. CPU tests run in Triton's
+interpreter with small shapes; ``gpu`` tests use realistic sizes and CUDA graphs.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import generated  # noqa: E402
+import generated.decode_indexer as decode_indexer  # noqa: E402
+from generated import index_decode, index_decode_scores, index_decode_with_launch  # noqa: E402
+from generated.index_fused import launch_index_fused  # noqa: E402
+from generated.index_score import alloc_scores, launch_score_split  # noqa: E402
+from reference_topk import cdiv, reference_sparse_table, reference_topk  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+POISON_OUT = -7
+POISON_TABLE = 0x7EADBEEF
+BF16 = torch.bfloat16
+gpu = pytest.mark.gpu
+
+# seq_lens: padding (0), 1 token, 127/128/129 around a block edge, a short request whose
+# speculative rows have query_pos < 0 (2), non-aligned lengths, the longest one sets max_block.
+LENS = [0, 1, 127, 128, 129, 2, 1000, 2600]
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+
+
+def make_inputs(H, Q, lens, D=16, seed=0, extra_tokens=5, device=DEVICE):
+    g = torch.Generator().manual_seed(seed)
+    R = len(lens)
+    max_seq_len = max(lens) + extra_tokens
+    max_block = cdiv(max_seq_len, 128)
+    num_pages = R * max_block + 3
+    cache = torch.randn((num_pages, 128, D), generator=g).to(BF16)
+    block_table = torch.randperm(num_pages, generator=g)[: R * max_block].reshape(R, max_block)
+    q = torch.randn((R * Q, H, D), generator=g).to(BF16)
+    # attention table: page ids disjoint from the index table's (>= 100000)
+    attn = torch.randperm(R * max_block * 4, generator=g)[: R * max_block].reshape(R, max_block)
+    return dict(idx_q=q.to(device), index_kv_cache=cache.to(device),
+                block_table=block_table.to(torch.int32).to(device),
+                seq_lens=torch.tensor(lens, dtype=torch.int32, device=device),
+                max_seq_len=max_seq_len), (attn + 100000).to(torch.int32).to(device), max_block
+
+
+def split_launch(kv_chunks, num_warps=4, num_stages=2):
+    return dict(variant="index_score_split", kv_chunks=kv_chunks, high_batch=False,
+                num_warps=num_warps, num_stages=num_stages)
+
+
+def fused_launch(kv_chunks, tile, num_warps=4, num_stages=2):
+    return dict(variant="index_decode_fused", kv_chunks=kv_chunks, topk_tile=tile,
+                num_warps=num_warps, num_stages=num_stages)
+
+
+SELECTORS = (  # the two-kernel path's selector: one tile, or several chunks + atomic merge
+    dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False, num_warps=4,
+         num_stages=2),
+    dict(topk_chunks=4, topk_tile=128, single_tile=False, adaptive_merge=True, num_warps=4,
+         num_stages=2),
+)
+
+
+def run_decode(score, sel, inputs, attn, H, Q, Qmax, topk, *, stride=None, init_blocks=1,
+               local_blocks=1, counter=None, hardware=None):
+    """index_decode_with_launch into poisoned outputs; checks the counter is all-zero after the
+    launch and that nothing outside [:, :total_q, :topk] was written. Returns (ids, table, ctx)
+    (table/ctx None without emission)."""
+    total_q = inputs["idx_q"].shape[0]
+    dev = inputs["idx_q"].device
+    out = torch.full((H, total_q + 2, topk + 1), POISON_OUT, dtype=torch.int32, device=dev)
+    own_counter = counter is None
+    if own_counter:
+        counter = torch.zeros((H, total_q + 2), dtype=torch.int32, device=dev)
+    kw = {}
+    if stride is not None:
+        kw = dict(attention_block_table=attn,
+                  sparse_block_table_out=torch.full((total_q, topk * 8), POISON_TABLE,
+                                                    dtype=torch.int32, device=dev),
+                  sparse_context_lens_out=torch.full((total_q,), POISON_TABLE, dtype=torch.int32,
+                                                     device=dev),
+                  block_page_stride=stride)
+    got = index_decode_with_launch(score, sel, **inputs, topk=topk, init_blocks=init_blocks,
+                                   local_blocks=local_blocks, num_kv_heads=H, decode_query_len=Q,
+                                   max_decode_query_len=Qmax, out=out[:, :, :topk],
+                                   completion_counter=counter, hardware=hardware, **kw)
+    assert got.data_ptr() == out.data_ptr() and got.shape == (H, total_q, topk)
+    assert int(counter.abs().sum()) == 0, "completion counter not returned to zero"
+    assert bool((out[:, total_q:] == POISON_OUT).all()), "rows >= total_q written"
+    assert bool((out[:, :, topk] == POISON_OUT).all()), "slots >= topk written"
+    if stride is None:
+        return got, None, None
+    return got, kw["sparse_block_table_out"], kw["sparse_context_lens_out"]
+
+
+def assert_same(a, b):
+    for x, y, name in zip(a, b, ("ids", "table", "ctx")):
+        if x is None and y is None:
+            continue
+        if not torch.equal(x.cpu(), y.cpu()):
+            bad = (x.cpu() != y.cpu()).nonzero()[:5].tolist()
+            raise AssertionError(f"{name} differ at {bad}")
+
+
+# ------------------------------------------------------------------------------------------------
+# fused == two kernels, bit for bit
+
+
+FUSED_CASES = [
+    # (H, Q, Qmax, kv_chunks, topk, stride, tile)  (table only with H = 1)
+    (1, 1, 1, 1, 16, 8, 128),
+    (1, 4, 4, 2, 13, 16, 128),
+    (1, 3, 4, 8, 16, 8, 128),
+    (1, 4, 4, 4, 16, None, 256),
+    (2, 1, 1, 4, 13, None, 128),
+    (2, 4, 4, 8, 16, None, 128),
+    (2, 3, 4, 1, 16, None, 512),
+    (4, 3, 4, 2, 13, None, 128),
+    (4, 4, 4, 8, 16, None, 128),
+    (4, 1, 1, 1, 16, None, 256),
+]
+
+
+@pytest.mark.parametrize("case", FUSED_CASES,
+                         ids=[f"H{c[0]}_Q{c[1]}of{c[2]}_C{c[3]}_k{c[4]}_s{c[5]}_t{c[6]}"
+                              for c in FUSED_CASES])
+def test_fused_equals_two_kernel_path(case):
+    H, Q, Qmax, kv_chunks, topk, stride, tile = case
+    inputs, attn, max_block = make_inputs(H, Q, LENS, seed=H * 100 + Q * 10 + kv_chunks)
+    assert max_block <= tile
+    init_blocks = 2 if kv_chunks % 2 == 0 else 0  # forced 1e30 ties on blocks 0, 1
+    sel = SELECTORS[FUSED_CASES.index(case) % 2]
+    kw = dict(stride=stride, init_blocks=init_blocks)
+    want = run_decode(split_launch(kv_chunks), sel, inputs, attn, H, Q, Qmax, topk, **kw)
+    got = run_decode(fused_launch(kv_chunks, tile), None, inputs, attn, H, Q, Qmax, topk, **kw)
+    assert_same(got, want)
+    # anchors: empty rows are all -1 (zero table row, ctx 0); ids match the reference order
+    scores = index_decode_scores(**inputs, init_blocks=init_blocks, local_blocks=1,
+                                 decode_query_len=Q, max_decode_query_len=Qmax, variant="split")
+    ref = reference_topk(scores, inputs["seq_lens"], Q, topk)
+    assert torch.equal(got[0].cpu(), ref)
+    if stride is not None:
+        ref_table, ref_ctx = reference_sparse_table(got[0], attn, inputs["seq_lens"], Q, stride)
+        assert torch.equal(got[1].cpu(), ref_table) and torch.equal(got[2].cpu(), ref_ctx)
+
+
+def test_fused_writes_scores_like_split_scorer():
+    """The fused kernel's scoring is the split scorer's code path: same fp32 bits where written,
+    the NaN pre-fill untouched elsewhere (b ≥ nb_req, padding requests)."""
+    H, Q, Qmax = 2, 3, 4
+    inputs, _, max_block = make_inputs(H, Q, LENS, seed=7)
+    total_q = len(LENS) * Q
+    args = (inputs["idx_q"], inputs["index_kv_cache"], inputs["block_table"], inputs["seq_lens"])
+    for chunks in (1, 3, 8):
+        a = alloc_scores(H, total_q, inputs["max_seq_len"], DEVICE).fill_(float("nan"))
+        b = torch.full_like(a, float("nan"))
+        launch_score_split(*args, a, 1, 1, Q, Qmax, num_kv_chunks=chunks)
+        out = torch.empty((H, total_q, 16), dtype=torch.int32, device=DEVICE)
+        counter = torch.zeros((len(LENS),), dtype=torch.int32, device=DEVICE)
+        launch_index_fused(*args, b, out, 16, 1, 1, Q, Qmax, num_kv_chunks=chunks, block_k=128,
+                           completion_counter=counter)
+        assert int(counter.abs().sum()) == 0
+        assert torch.equal(a.view(torch.int32), b.view(torch.int32))  # NaN == NaN bitwise
+        assert bool(torch.isnan(b[:, :Q]).all())  # padding request: nothing written
+
+
+def test_counter_zero_across_alternating_launches():
+    """One persistent counter and out buffer, seq_lens changing between launches (padding
+    only, single block, more chunks than blocks, capacity): exact and zero every time."""
+    H, Q, Qmax, topk, tile = 1, 2, 2, 16, 128
+    patterns = [[0, 0, 0], [2600, 1, 0], [129, 2, 2600], [0, 128, 1], [2600, 2600, 2600],
+                [1, 0, 200]]
+    base, attn, _ = make_inputs(H, Q, [2600, 2600, 2600], seed=3)
+    counter = torch.zeros((H, 3 * Q), dtype=torch.int32, device=DEVICE)
+    for i, pat in enumerate(patterns):
+        inputs = dict(base, seq_lens=torch.tensor(pat, dtype=torch.int32, device=DEVICE))
+        chunks = (8, 4, 1)[i % 3]
+        got = run_decode(fused_launch(chunks, tile), None, inputs, attn, H, Q, Qmax, topk,
+                         stride=16, counter=counter)
+        want = run_decode(split_launch(chunks), SELECTORS[1], inputs, attn, H, Q, Qmax, topk,
+                          stride=16)
+        assert_same(got, want)
+        assert int(counter.abs().sum()) == 0
+        if not any(pat):
+            assert bool((got[0] == -1).all()) and not bool(got[1].any()) and not bool(got[2].any())
+
+
+# ------------------------------------------------------------------------------------------------
+# dispatch: sm_90 tables, fallback, explicit launches, feasibility check
+
+TUNED = ("bf16", "bf16", 128)
+
+
+def test_sm90_policy_picks_fused_for_few_requests_and_short_contexts():
+    ex = generated.explain_index_decode
+    for R in (1, 2, 4, 11, 16):
+        for Qmax in (1, 4):
+            for max_block in (0, 1, 64, 65, 200, 256):
+                e = ex("sm_90", *TUNED, R, max_block, R * Qmax, 1, 16, Qmax)
+                assert e["scorer"] == "fused", (R, Qmax, max_block, e)
+                assert max_block <= e["topk_tile"] and e["topk_chunks"] == 1 and e["single_tile"]
+                assert e["program_budget"] is None and e["kv_chunks"] >= 1
+                assert e["topk_num_warps"] == e["num_warps"]
+    # never: more requests, longer contexts, other heads / dtypes / head dims, other hardware
+    for args in (("sm_90", *TUNED, 17, 64, 17, 1, 16, 1), ("sm_90", *TUNED, 1, 257, 4, 1, 16, 4),
+                 ("sm_90", *TUNED, 4, 64, 16, 2, 16, 4), ("sm_90", "fp16", "bf16", 128, 1, 64, 1,
+                                                           1, 16, 1),
+                 ("sm_90", "bf16", "bf16", 64, 1, 64, 1, 1, 16, 1)):
+        assert ex(*args)["scorer"] != "fused", args
+    for hw in ("gfx950", "generic"):
+        for R in (1, 4, 16, 64):
+            for max_block in (0, 64, 256, 512):
+                for H in (1, 2, 4):
+                    for Qmax in (1, 4):
+                        e = ex(hw, *TUNED, R, max_block, R * Qmax, H, 16, Qmax)
+                        assert e["scorer"] in ("split", "balanced"), (hw, R, max_block, H)
+
+
+def test_fused_row_falls_back_to_two_kernels_when_topk_exceeds_the_tile():
+    e = generated.explain_index_decode("sm_90", *TUNED, 1, 64, 4, 1, 256, 4)
+    fused = generated.explain_index_decode("sm_90", *TUNED, 1, 64, 4, 1, 16, 4)
+    assert fused["scorer"] == "fused" and fused["topk_tile"] == 128
+    assert e["scorer"] == "split" and e["kv_chunks"] == fused["kv_chunks"]
+    assert e["num_warps"] == fused["num_warps"] and e["num_stages"] == fused["num_stages"]
+    assert "two-kernel fallback" in e["score_rule"] and e["topk_tile"] >= 256
+    assert e["topk_rule"].startswith("specs/")
+
+
+def _count_fused_launches(monkeypatch):
+    calls = []
+    real = decode_indexer.launch_index_fused
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decode_indexer, "launch_index_fused", spy)
+    return calls
+
+
+def test_index_decode_sm90_tables_launch_fused(monkeypatch):
+    """hardware="sm_90" (bf16, D 128, H 1): index_decode takes the fused row (one launch),
+    equal to the two-kernel path; without a counter a fresh one is used; topk beyond the tile
+    falls back to two kernels; index_decode_scores uses the split equivalent."""
+    H, Q, Qmax = 1, 4, 4
+    lens = [300, 2, 0, 129]
+    inputs, attn, max_block = make_inputs(H, Q, lens, D=128, seed=5)
+    calls = _count_fused_launches(monkeypatch)
+    e = generated.explain_index_decode("sm_90", *TUNED, len(lens), max_block, len(lens) * Q, H,
+                                       16, Qmax)
+    assert e["scorer"] == "fused"
+    got = run_decode(None, None, inputs, attn, H, Q, Qmax, 16, stride=8, hardware="sm_90")
+    assert len(calls) == 1 and calls[0]["num_kv_chunks"] == e["kv_chunks"]
+    assert calls[0]["block_k"] == e["topk_tile"]
+    want = run_decode(split_launch(e["kv_chunks"]), SELECTORS[0], inputs, attn, H, Q, Qmax, 16,
+                      stride=8)
+    assert_same(got, want)
+    fresh = index_decode(**inputs, topk=16, init_blocks=1, local_blocks=1, num_kv_heads=H,
+                         decode_query_len=Q, max_decode_query_len=Qmax, hardware="sm_90")
+    assert len(calls) == 2 and torch.equal(fresh.cpu(), want[0].cpu())
+    # topk 300 > tile 128: two kernels
+    big = index_decode(**inputs, topk=300, init_blocks=1, local_blocks=1, num_kv_heads=H,
+                       decode_query_len=Q, max_decode_query_len=Qmax, hardware="sm_90")
+    assert len(calls) == 2 and big.shape == (1, len(lens) * Q, 300)
+    assert torch.equal(big[:, :, :16].cpu(), want[0].cpu())
+    # an explicit selector turns the fused table row into its two-kernel equivalent
+    again = run_decode(None, SELECTORS[1], inputs, attn, H, Q, Qmax, 16, stride=8,
+                       hardware="sm_90")
+    assert len(calls) == 2
+    assert_same(again, want)
+    # scores only: the split-K equivalent of the fused row (bitwise the split scores)
+    s_tab = index_decode_scores(**inputs, init_blocks=1, local_blocks=1, decode_query_len=Q,
+                                max_decode_query_len=Qmax, hardware="sm_90")
+    s_split = index_decode_scores(**inputs, init_blocks=1, local_blocks=1, decode_query_len=Q,
+                                  max_decode_query_len=Qmax, variant="split", hardware="sm_90")
+    for row in range(len(lens) * Q):
+        nb = cdiv(max(lens[row // Q], 0), 128)
+        assert torch.equal(s_tab[:, row, :nb].view(torch.int32),
+                           s_split[:, row, :nb].view(torch.int32))
+
+
+def test_explicit_fused_launch_checks_and_defaults():
+    H, Q = 1, 1
+    inputs, attn, max_block = make_inputs(H, Q, [200 * 128, 5], seed=2)  # 201 blocks
+    kw = dict(**inputs, topk=16, init_blocks=0, local_blocks=1, num_kv_heads=H,
+              decode_query_len=Q, max_decode_query_len=Q)
+    with pytest.raises(ValueError, match="max_block = 201 exceeds the fused topk_tile 128"):
+        index_decode_with_launch(fused_launch(4, 128), None, **kw)
+    with pytest.raises(ValueError, match=r"next_pow2\(topk\) = 512 exceeds the fused topk_tile"):
+        index_decode_with_launch(fused_launch(4, 256), None, **dict(kw, topk=300))
+    # missing keys come from the variant's defaults; a given topk_launch is ignored
+    partial = {"variant": "index_decode_fused", "kv_chunks": 8}
+    got = index_decode_with_launch(partial, SELECTORS[1], **kw)
+    want = index_decode_with_launch(split_launch(8), SELECTORS[0], **kw)
+    assert torch.equal(got, want)
+
+
+def test_fused_rule_must_fit_its_tile(tmp_path):
+    """A rule choosing index_decode_fused for max_block beyond its topk_tile is a spec error
+    naming the rule's line."""
+    from codegen import registry
+    from codegen.model import SpecError
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec_copy = tmp_path / "specs"
+    shutil.copytree(os.path.join(root, "specs"), spec_copy,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    path = spec_copy / "tuned_sm_90.py"
+    text = path.read_text()
+    assert "topk_tile=256" in text
+    path.write_text(text.replace("topk_tile=256", "topk_tile=128", 1))
+    with pytest.raises(SpecError, match=r"tuned_sm_90\.py:\d+.*topk_tile.*max_block ≤ topk_tile "
+                                        r"= 128.*up to 256"):
+        registry.load(str(spec_copy))
+
+
+# ------------------------------------------------------------------------------------------------
+# GPU tests (realistic sizes, CUDA graphs). Skipped without a GPU.
+
+
+def _gpu_inputs(R, Q, H, max_seq_len, seed, D=128):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    max_block = cdiv(max_seq_len, 128)
+    num_pages = R * max_block + 7
+    cache = torch.randn((num_pages, 128, D), generator=g, device="cuda").to(BF16)
+    block_table = torch.randperm(num_pages, generator=g, device="cuda")[: R * max_block]
+    q = torch.randn((R * Q, H, D), generator=g, device="cuda").to(BF16)
+    attn = torch.randperm(num_pages * 4, generator=g, device="cuda")[: R * max_block] + 100000
+    return (dict(idx_q=q, index_kv_cache=cache,
+                 block_table=block_table.reshape(R, max_block).to(torch.int32),
+                 seq_lens=_gpu_seq_lens(R, max_seq_len, seed, Q), max_seq_len=max_seq_len),
+            attn.reshape(R, max_block).to(torch.int32), max_block)
+
+
+def _gpu_seq_lens(R, max_seq_len, seed, Q):
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(1, max_seq_len + 1, (R,), generator=g)
+    lens[0] = max_seq_len  # capacity
+    if R > 3:
+        lens[1] = 0  # padding request
+        lens[2] = Q - 2 if Q > 2 else 1  # speculative rows with query_pos < 0
+        lens[3] = 129
+    return lens.clamp(max=max_seq_len).to(torch.int32).cuda()
+
+
+GPU_CASES = [
+    # (R, Q, H, max_seq_len, tile, kv_chunks, num_warps, num_stages, stride)
+    (1, 4, 1, 8192, 128, 64, 4, 2, 8),
+    (4, 4, 1, 32768, 256, 64, 4, 2, 16),
+    (16, 1, 1, 32768, 256, 16, 4, 2, 8),
+    (16, 4, 1, 65536, 512, 16, 8, 2, 16),
+    (2, 4, 1, 32768, 256, 256, 4, 3, 8),
+    (8, 2, 2, 16384, 128, 32, 4, 2, None),
+    (11, 1, 4, 32768, 256, 32, 8, 2, None),
+    (16, 4, 4, 65536, 512, 8, 4, 2, None),
+]
+
+
+@gpu
+@pytest.mark.parametrize("case", GPU_CASES, ids=[f"R{c[0]}_Q{c[1]}_H{c[2]}_{c[3] // 1024}k_t{c[4]}"
+                                                 f"_C{c[5]}_w{c[6]}s{c[7]}" for c in GPU_CASES])
+def test_gpu_fused_equals_two_kernel_path(case):
+    """Realistic sizes: equal to the two-kernel path on every one of many launches (a missing
+    release/acquire would show up as a stale score in some launch), counter zero each time."""
+    R, Q, H, max_seq_len, tile, chunks, warps, stages, stride = case
+    inputs, attn, max_block = _gpu_inputs(R, Q, H, max_seq_len, seed=R + Q + H)
+    assert max_block <= tile
+    want = run_decode(split_launch(chunks, warps, stages), SELECTORS[0], inputs, attn, H, Q, Q,
+                      16, stride=stride)
+    total_q = R * Q
+    counter = torch.zeros((H, total_q), dtype=torch.int32, device="cuda")
+    launch = fused_launch(chunks, tile, warps, stages)
+    for i in range(40):
+        got = run_decode(launch, None, inputs, attn, H, Q, Q, 16, stride=stride, counter=counter)
+        torch.cuda.synchronize()
+        assert_same(got, want)
+    for topk in (13, 16):  # topk 13 too
+        w13 = run_decode(split_launch(chunks), SELECTORS[1], inputs, attn, H, Q, Q, topk,
+                         stride=stride)
+        g13 = run_decode(launch, None, inputs, attn, H, Q, Q, topk, stride=stride)
+        assert_same(g13, w13)
+
+
+@gpu
+def test_gpu_policy_dispatches_fused_on_sm90():
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) != (9, 0):
+        pytest.skip("sm_90 tables only")
+    for R, Q, max_seq_len in ((1, 4, 8192), (4, 4, 32768), (16, 1, 32768)):
+        inputs, attn, max_block = _gpu_inputs(R, Q, 1, max_seq_len, seed=R)
+        e = generated.explain_index_decode("sm_90", *TUNED, R, max_block, R * Q, 1, 16, Q)
+        assert e["scorer"] == "fused"
+        got = run_decode(None, None, inputs, attn, 1, Q, Q, 16, stride=8)
+        want = run_decode(split_launch(e["kv_chunks"]), SELECTORS[0], inputs, attn, 1, Q, Q, 16,
+                          stride=8)
+        assert_same(got, want)
+
+
+class _GraphedFused:
+    """index_decode_with_launch(fused) captured in a CUDA graph with static buffers."""
+
+    def __init__(self, R, Q, H, max_seq_len, tile, chunks, seed, emit):
+        self.R, self.Q, self.H, self.max_seq_len = R, Q, H, max_seq_len
+        self.tile, self.chunks, self.emit = tile, chunks, emit
+        self.inputs, self.attn, self.max_block = _gpu_inputs(R, Q, H, max_seq_len, seed)
+        total_q = R * Q
+        self.out = torch.full((H, total_q + 8, 16), POISON_OUT, dtype=torch.int32, device="cuda")
+        self.counter = torch.zeros((H, total_q + 8), dtype=torch.int32, device="cuda")
+        self.kw = {}
+        if emit:
+            self.kw = dict(attention_block_table=self.attn,
+                           sparse_block_table_out=torch.zeros((total_q, 128), dtype=torch.int32,
+                                                              device="cuda"),
+                           sparse_context_lens_out=torch.zeros((total_q,), dtype=torch.int32,
+                                                               device="cuda"),
+                           block_page_stride=16)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # compile + warm up outside the capture
+                self._call()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.result = self._call()
+        assert self.result.data_ptr() == self.out.data_ptr()
+
+    def _call(self):
+        return index_decode_with_launch(
+            fused_launch(self.chunks, self.tile), None, **self.inputs, topk=16, init_blocks=0,
+            local_blocks=1, num_kv_heads=self.H, decode_query_len=self.Q,
+            max_decode_query_len=self.Q, out=self.out, completion_counter=self.counter,
+            **self.kw)
+
+    def check_against_two_kernels(self):
+        want = run_decode(split_launch(self.chunks), SELECTORS[0], self.inputs, self.attn,
+                          self.H, self.Q, self.Q, 16, stride=16 if self.emit else None,
+                          init_blocks=0)
+        torch.cuda.synchronize()
+        got = (self.result, self.kw.get("sparse_block_table_out"),
+               self.kw.get("sparse_context_lens_out"))
+        assert_same(got, want)
+
+
+@gpu
+def test_gpu_fused_graph_replay_mutated_seq_lens():
+    """Capture once, mutate seq_lens in place (capacity, padding, speculative rows with
+    query_pos < 0, all padding), replay: equals the two-kernel path; counter zero."""
+    gf = _GraphedFused(16, 4, 1, 65536, 512, 16, seed=3, emit=True)
+    gf.graph.replay()
+    torch.cuda.synchronize()
+    assert int(gf.counter.abs().sum()) == 0
+    gf.check_against_two_kernels()
+    for seed in range(4, 12):
+        if seed == 7:
+            gf.inputs["seq_lens"].zero_()
+        else:
+            gf.inputs["seq_lens"].copy_(_gpu_seq_lens(16, 65536 if seed % 2 else 3000, seed, 4))
+        gf.graph.replay()
+        torch.cuda.synchronize()
+        assert int(gf.counter.abs().sum()) == 0
+        gf.check_against_two_kernels()
+
+
+@gpu
+def test_gpu_fused_many_alternating_replays_counter_zero():
+    """Three fused graphs (different shapes, chunks, tiles), replayed round-robin many times
+    with changing seq_lens: every counter stays zero, results equal the two-kernel path."""
+    graphs = (_GraphedFused(1, 4, 1, 8192, 128, 64, seed=11, emit=True),
+              _GraphedFused(4, 4, 1, 32768, 256, 64, seed=12, emit=True),
+              _GraphedFused(12, 1, 4, 16384, 128, 32, seed=13, emit=False))
+    for i in range(300):
+        g = graphs[i % 3]
+        if i % 10 == 0:
+            g.inputs["seq_lens"].copy_(_gpu_seq_lens(g.R, g.max_seq_len, 100 + i, g.Q))
+        g.graph.replay()
+        if i % 25 == 0:
+            torch.cuda.synchronize()
+            assert all(int(x.counter.abs().sum()) == 0 for x in graphs)
+    torch.cuda.synchronize()
+    assert all(int(x.counter.abs().sum()) == 0 for x in graphs)
+    for x in graphs:
+        x.check_against_two_kernels()

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Where does decode time go? Times the scorer alone and the selector alone (graph replay, L2
+flushed, as tools/common.py) over launch parameters the tuner does not sweep, on the H200.
+
+    python3 tools/explore_scorer.py            # prints one line per config, best per shape last
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+import generated  # noqa: E402
+from generated import index_score as isc  # noqa: E402
+from generated import index_topk as itk  # noqa: E402
+
+D, BLOCK, TOPK = 128, 128, 16
+
+
+def inputs(R, ctx, Q):
+    g = torch.Generator(device="cuda").manual_seed(R * 1000 + ctx // 1024 + Q)
+    blocks = ctx // BLOCK
+    pages = R * blocks + 16
+    cache = torch.randn((pages, BLOCK, D), device="cuda", generator=g).to(torch.bfloat16)
+    perm = torch.randperm(pages, device="cuda", generator=g)[: R * blocks].to(torch.int32)
+    table = perm.view(R, blocks).contiguous()
+    q = torch.randn((R * Q, 1, D), device="cuda", generator=g).to(torch.bfloat16)
+    seq = torch.full((R,), ctx, dtype=torch.int32, device="cuda")
+    return q, cache, table, seq
+
+
+def main():
+    common.setup(False)
+    bw = common.copy_bandwidth()["tb_per_s"]
+    empty = common.empty_kernel_us()["median_us"]
+    print(f"copy {bw:.2f} TB/s, empty kernel {empty:.2f} µs", flush=True)
+    summary = []
+    for R, ctx, Q in ((1, 131072, 4), (4, 32768, 4), (1, 8192, 4), (11, 131072, 1),
+                      (64, 131072, 1)):
+        q, cache, table, seq = inputs(R, ctx, Q)
+        nbytes = R * ctx * D * 2
+        scores = isc.alloc_scores(1, R * Q, ctx, "cuda")
+        args = (q, cache, table, seq, scores, 0, 1, Q, Q)
+        best = None
+        configs = []
+        for chunks in (32, 64, 128, 256, 512, 1024):
+            if R * chunks > 8192 or chunks > 4 * (ctx // BLOCK):
+                continue
+            for w, s in ((2, 1), (4, 2), (4, 3), (4, 4), (8, 3), (8, 4)):
+                configs.append(("split", chunks, w, s))
+        for budget in (132, 264, 528, 1056):
+            for w, s in ((4, 2), (4, 3), (8, 3)):
+                configs.append(("balanced", budget, w, s))
+        for kind, n, w, s in configs:
+            if kind == "split":
+                fn = lambda: isc.launch_score_split(*args, num_kv_chunks=n, num_warps=w,  # noqa
+                                                    num_stages=s)
+            else:
+                fn = lambda: isc.launch_score_balanced(*args, program_budget=n,  # noqa
+                                                       num_warps=w, num_stages=s)
+            try:
+                t = common.time_graph(fn, reps=15)["median_us"]
+            except Exception as e:  # noqa: BLE001
+                print(f"  R{R} {ctx // 1024}k Q{Q} {kind} {n} w{w} s{s}: ERROR {e}", flush=True)
+                continue
+            tbs = nbytes / ((t - empty) * 1e-6) / 1e12 if t > empty else float("nan")
+            print(f"  R{R} {ctx // 1024}k Q{Q} {kind:8s} {n:5d} w{w} s{s}: {t:7.2f} µs "
+                  f"({tbs:.2f} TB/s after the empty-kernel time)", flush=True)
+            if best is None or t < best[0]:
+                best = (t, kind, n, w, s)
+        # the selector alone on the scores just computed
+        out = torch.empty((1, R * Q, TOPK), dtype=torch.int32, device="cuda")
+        counter = torch.zeros((1, R * Q), dtype=torch.int32, device="cuda")
+        sel = []
+        for chunks, tile, w, single in ((1, 512, 8, False), (1, 128, 4, False),
+                                        (8, 128, 4, False), (16, 128, 4, False),
+                                        (4, 512, 8, False), (8, 128, 2, False)):
+            part = torch.empty((chunks, 1, R * Q, 16), dtype=torch.int64, device="cuda")
+            fn = lambda: itk.launch_topk_fused(  # noqa: E731
+                scores, seq, out, Q, TOPK, num_chunks=chunks, block_k=tile, num_warps=w,
+                num_stages=2, single_tile=single, adaptive_merge=False,
+                completion_counter=counter, partial=part)
+            t = common.time_graph(fn, reps=15)["median_us"]
+            sel.append((t, chunks, tile, w))
+            print(f"  R{R} {ctx // 1024}k Q{Q} selector C{chunks} tile{tile} w{w}: {t:7.2f} µs",
+                  flush=True)
+        summary.append((R, ctx, Q, best, min(sel)))
+        del q, cache, table, seq, scores
+        common.free_memory()
+    print("\nbest scorer alone / best selector alone (µs; empty kernel "
+          f"{empty:.2f} µs, copy {bw:.2f} TB/s):")
+    for R, ctx, Q, best, sel in summary:
+        floor = R * ctx * D * 2 / (bw * 1e12) * 1e6
+        print(f"R{R:<3d} {ctx // 1024:4d}k Q{Q}: scorer {best[0]:7.2f} ({best[1]} {best[2]} "
+              f"w{best[3]} s{best[4]}), floor {floor:6.2f}; selector {sel[0]:6.2f} "
+              f"(C{sel[1]} tile{sel[2]} w{sel[3]})")
+
+
+if __name__ == "__main__":
+    main()
