@@ -2,7 +2,7 @@
 # Regenerate with `codegen regenerate`; check with `codegen regenerate --check`.
 # Template: codegen/templates/index_fused.py.j2
 # Specs: index_decode_fused (specs/index_decode.py:77)
-# inputs-sha256: 9a84a5c9a4b6a166 (specs, template, codegen 0.1.0)
+# inputs-sha256: 746b2c9d2f8a78a8 (specs, template, codegen 0.1.0)
 # fmt: off
 # ruff: noqa
 
@@ -46,8 +46,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .index_score import _common_args, _options, _score_request_range, _tile_params
-from .index_topk import DEFAULT_BLOCK_PAGE_STRIDE, _decode_keys, _pack_keys, _top_keys
+from .index_score import (_common_args, _options, _score_request_range, _split_chunk,
+                          _tile_params)
+from .index_topk import (DEFAULT_BLOCK_PAGE_STRIDE, _decode_keys, _pack_keys, _top_keys,
+                         key_width)
 
 # ---- contract constants (KERNELS.md §1), from the variant specs ------------------------------
 SPARSE_BLOCK_SIZE = 128  # tokens per sparse block == index-K page
@@ -152,12 +154,9 @@ def _index_fused_kernel(
     tl.static_assert(T <= BLOCK_SIZE_K)
     req = tl.program_id(0)
     chunk = tl.program_id(1)
-    # -- split-K chunk of this request (identical to _score_split_kernel) ----------------------
-    seq_len = tl.load(seq_lens_ptr + req)
-    nb_req = (tl.maximum(seq_len, 0) + _BLOCK - 1) // _BLOCK
-    chunk_size = (nb_req + num_kv_chunks - 1) // num_kv_chunks
-    blk_start = chunk * chunk_size
-    blk_end = tl.minimum(blk_start + chunk_size, nb_req)
+    # The split-K chunk of this request, exactly as _score_split_kernel cuts it.
+    seq_len, nb_req, chunk_size, blk_start, blk_end = _split_chunk(
+        seq_lens_ptr, req, chunk, num_kv_chunks)
     # Padding request: nobody arrives; its chunk 0 writes the empty rows.
     select = (nb_req == 0) & (chunk == 0)
     if blk_start < blk_end:
@@ -202,7 +201,7 @@ def launch_index_fused(idx_q, index_kv_cache, block_table, seq_lens, scores, out
     if R == 0 or int(num_kv_chunks) <= 0:
         return out
     H, D, block_size_q, lanes = _tile_params(idx_q, max_decode_query_len)
-    T = triton.next_power_of_2(int(topk))
+    T = key_width(topk)
     emit = attention_block_table is not None
     if emit:
         attn, table, ctx = attention_block_table, sparse_block_table_out, sparse_context_lens_out

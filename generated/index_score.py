@@ -2,7 +2,7 @@
 # Regenerate with `codegen regenerate`; check with `codegen regenerate --check`.
 # Template: codegen/templates/index_score.py.j2
 # Specs: index_score_balanced (specs/index_decode.py:62); index_score_split (specs/index_decode.py:57)
-# inputs-sha256: f05a81af2f688524 (specs, template, codegen 0.1.0)
+# inputs-sha256: 9c3d2bdef9f08f62 (specs, template, codegen 0.1.0)
 # fmt: off
 # ruff: noqa
 
@@ -135,6 +135,18 @@ def _score_request_range(
                      init_blocks, local_blocks, D)
 
 
+@triton.jit
+def _split_chunk(seq_lens_ptr, req, chunk, num_kv_chunks):
+    """Chunk ``chunk`` of request ``req`` in the split-K grid: blocks [blk_start, blk_end) of the
+    request's nb_req blocks, cut into num_kv_chunks contiguous chunks of chunk_size (§3.1)."""
+    seq_len = tl.load(seq_lens_ptr + req)
+    nb_req = (tl.maximum(seq_len, 0) + _BLOCK - 1) // _BLOCK
+    chunk_size = (nb_req + num_kv_chunks - 1) // num_kv_chunks
+    blk_start = chunk * chunk_size
+    blk_end = tl.minimum(blk_start + chunk_size, nb_req)
+    return seq_len, nb_req, chunk_size, blk_start, blk_end
+
+
 @triton.jit(do_not_specialize=["num_kv_chunks", "decode_query_len", "init_blocks",
                                "local_blocks"])
 def _score_split_kernel(
@@ -148,12 +160,8 @@ def _score_split_kernel(
 ):
     req = tl.program_id(0)
     chunk = tl.program_id(1)
-    seq_len = tl.load(seq_lens_ptr + req)
-    nb_req = (tl.maximum(seq_len, 0) + _BLOCK - 1) // _BLOCK
-    chunk_size = (nb_req + num_kv_chunks - 1) // num_kv_chunks
-    blk_start = chunk * chunk_size
-    blk_end = tl.minimum(blk_start + chunk_size, nb_req)
-
+    seq_len, nb_req, chunk_size, blk_start, blk_end = _split_chunk(
+        seq_lens_ptr, req, chunk, num_kv_chunks)
     _score_request_range(
         req, blk_start, blk_end, seq_len, decode_query_len, init_blocks, local_blocks,
         idx_q_ptr, kv_ptr, block_table_ptr, scores_ptr,
