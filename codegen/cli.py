@@ -67,9 +67,16 @@ def cmd_list(args) -> int:
     return 0
 
 
-def _parse_value(axis, text: str):
+def _parse_value(axis, text: str, aliases: dict):
+    """An axis value from the command line: ints range-checked, hardware aliases normalized."""
     if axis.kind == "int":
-        return int(text)
+        value = int(text)
+        if value < axis.lo or (axis.hi is not None and value > axis.hi):
+            raise SystemExit(f"codegen explain: {axis.name}={value} is outside "
+                             f"{Between(axis.lo, axis.hi)}")
+        return value
+    if axis.name == "hardware":
+        text = aliases.get(text.strip().lower(), text)
     for v in axis.values:
         rendered = "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
         if text in (rendered, str(v), ",".join(map(str, v)) if isinstance(v, tuple) else None):
@@ -121,7 +128,7 @@ def cmd_explain(args) -> int:
             print(f"codegen explain: policy {target!r} has no axis {key!r} "
                   f"(axes: {', '.join(a.name for a in policy.axes)})", file=sys.stderr)
             return 2
-        values[key] = _parse_value(policy.axis(key), text)
+        values[key] = _parse_value(policy.axis(key), text, registry_mod.hardware_aliases(reg))
     missing = [a.name for a in policy.axes if a.name not in values]
     if missing:
         print(f"codegen explain: give a value for {', '.join(missing)}", file=sys.stderr)

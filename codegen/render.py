@@ -169,6 +169,8 @@ def lower_policy(policy: Policy, rules: tuple) -> dict:
                   "domain": literal(a.values) if a.kind == "enum" else literal((a.lo, a.hi))}
                  for a in policy.axes],
         "axis_names": literal(tuple(a.name for a in policy.axes)),
+        "domains": "(" + ", ".join(literal(a.values) if a.kind == "enum" else
+                                   literal(Between(a.lo, a.hi)) for a in policy.axes) + ",)",
         "rows": [lower_rule(policy, r) for r in rules],
         "md_rows": [{"index": r.index, "conds": [_md_cond(c) for c in r.conds],
                      "variant": r.variant,

@@ -2,7 +2,7 @@
 # Regenerate with `codegen regenerate`; check with `codegen regenerate --check`.
 # Template: codegen/templates/runtime.py.j2
 # Specs: generic (specs/hardware.py:11); gfx950 (specs/hardware.py:5); sm_90 (specs/hardware.py:8)
-# inputs-sha256: 44ab037ba60a7d38 (specs, template, codegen 0.1.0)
+# inputs-sha256: b9f740be3a57b41e (specs, template, codegen 0.1.0)
 # fmt: off
 # ruff: noqa
 
@@ -124,16 +124,33 @@ def check_tensor(arg: str, t, *, rank: int | None = None, dtypes=None,
 
 
 def check_device(arg: str, t: torch.Tensor, device: torch.device | None = None) -> None:
-    """Kernels run on CUDA/ROCm devices; CPU tensors only under TRITON_INTERPRET=1."""
+    """Kernels run on CUDA/ROCm devices (CPU tensors only under TRITON_INTERPRET=1), all on one
+    device: first "on a GPU", then "the same device" (KERNELS.md §11 rows 5 and 6)."""
+    on_gpu = t.device.type == "cuda" or (t.device.type == "cpu" and interpreting())
+    if not on_gpu:
+        raise ValueError(f"{arg}: must be on a GPU device (CPU tensors need TRITON_INTERPRET=1), "
+                         f"got {t.device}")
     if device is not None and t.device != device:
         raise ValueError(f"{arg}: must be on the same device as the other inputs ({device}), "
                          f"got {t.device}")
-    if t.device.type == "cuda":
-        return
-    if t.device.type == "cpu" and interpreting():
-        return
-    raise ValueError(f"{arg}: must be on a GPU device (CPU tensors need TRITON_INTERPRET=1), "
-                     f"got {t.device}")
+
+
+def launches_on(pos: int, name: str):
+    """Decorator: run the wrapped entry point with the CUDA device of its tensor argument
+    (positional ``pos`` or keyword ``name``) current — Triton launches on the current device,
+    so inputs on another GPU would otherwise be read from the wrong one."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def on_input_device(*args, **kwargs):
+            t = args[pos] if len(args) > pos else kwargs.get(name)
+            device = getattr(t, "device", None)
+            if device is not None and device.type == "cuda" and device.index is not None \
+                    and device.index != torch.cuda.current_device():
+                with torch.cuda.device(device):
+                    return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+        return on_input_device
+    return wrap
 
 
 def dtype_key(dtype) -> str:

@@ -2,7 +2,7 @@
 # Regenerate with `codegen regenerate`; check with `codegen regenerate --check`.
 # Template: codegen/templates/decode_indexer.py.j2
 # Specs: index_decode (specs/index_decode.py:89)
-# inputs-sha256: ae25a4e3ac40d763 (specs, template, codegen 0.1.0)
+# inputs-sha256: 9bfca665614a3aa4 (specs, template, codegen 0.1.0)
 # fmt: off
 # ruff: noqa
 
@@ -132,17 +132,19 @@ def explain_index_decode(hardware, q_dtype, cache_dtype, head_dim, num_reqs, max
                          num_heads, topk, max_decode_query_len) -> dict:
     """Every launch decision of one `index_decode` call, with the dispatch rows that matched.
 
-    "scorer" is "split", "balanced" or "fused" ("program_budget" None for split and fused,
-    "kv_chunks" None and "high_batch" False for balanced); "num_warps"/"num_stages" are the
-    scorer's options (None: Triton's default); the "topk_*" keys, "single_tile" and
-    "adaptive_merge" describe the selector. "fused" is one launch whose selection is a single
-    chunk of one topk_tile (reported as topk_chunks 1, single_tile True, the kernel's warps and
-    stages); a fused row that cannot take this topk reports its two-kernel fallback ("split").
+    "scorer" is "split" or "balanced" ("program_budget" None for split, "kv_chunks" None and
+    "high_batch" False for balanced); "num_warps"/"num_stages" are the scorer's options (None:
+    Triton's default); the "topk_*" keys, "single_tile" and "adaptive_merge" describe the
+    selector. "fused" is True when scoring and selection run as one launch (the split-K grid
+    whose last program per request selects: reported as topk_chunks 1, single_tile True, the
+    kernel's warps and stages); a fused row that cannot take this topk reports its two-kernel
+    fallback (fused False).
     With num_reqs == 0 nothing is launched and the launch keys are None.
     """
     hw = _rt.normalize_hardware(hardware)
     q, cache = _rt.dtype_key(q_dtype), _rt.dtype_key(cache_dtype)
-    info = {"hardware": hw, "scorer": None, "program_budget": None, "kv_chunks": None,
+    info = {"hardware": hw, "scorer": None, "fused": False, "program_budget": None,
+            "kv_chunks": None,
             "high_batch": False, "num_warps": None, "num_stages": None, "topk_chunks": None,
             "topk_tile": None, "single_tile": None, "adaptive_merge": None,
             "topk_num_warps": None, "topk_num_stages": None, "score_rule": None,
@@ -155,7 +157,7 @@ def explain_index_decode(hardware, q_dtype, cache_dtype, head_dim, num_reqs, max
     launch, sel = _plan(hw, key, topk, total_q * num_heads)
     info["score_rule"] = f"{score.where} (index_score row {score.index})"
     if sel is None:
-        info.update(scorer="fused", kv_chunks=launch["kv_chunks"],
+        info.update(scorer="split", fused=True, kv_chunks=launch["kv_chunks"],
                     num_warps=launch["num_warps"], num_stages=launch["num_stages"],
                     topk_chunks=1, topk_tile=launch["topk_tile"], single_tile=True,
                     adaptive_merge=False, topk_num_warps=launch["num_warps"],
@@ -179,6 +181,11 @@ def explain_index_decode(hardware, q_dtype, cache_dtype, head_dim, num_reqs, max
 
 # ---- validation (§5) -------------------------------------------------------------------------
 
+def _domain(axis: str):
+    """Supported values of an `index_score` axis (the domain its dispatch table was proved on)."""
+    return _SCORE_TABLE.domains[_SCORE_TABLE.axes.index(axis)]
+
+
 def _check_scorer_inputs(idx_q, index_kv_cache, block_table, seq_lens, max_seq_len,
                          decode_query_len, max_decode_query_len):
     _rt.check_tensor("idx_q", idx_q, rank=3, dtypes=(torch.bfloat16, torch.float16,))
@@ -193,9 +200,12 @@ def _check_scorer_inputs(idx_q, index_kv_cache, block_table, seq_lens, max_seq_l
     for name, t in (("index_kv_cache", index_kv_cache), ("block_table", block_table),
                     ("seq_lens", seq_lens)):
         _rt.check_device(name, t, device)
-    head_dim = idx_q.shape[2]
-    if head_dim < 16 or head_dim & (head_dim - 1):
-        raise ValueError(f"idx_q: head dim must be a power of two ≥ 16, got {head_dim}")
+    num_heads, head_dim = idx_q.shape[1], idx_q.shape[2]
+    if num_heads not in _domain("num_heads"):
+        raise ValueError(f"idx_q: H = {num_heads} index heads; supported: "
+                         f"{_domain('num_heads')}")
+    if head_dim not in _domain("head_dim"):
+        raise ValueError(f"idx_q: head dim D = {head_dim}; supported: {_domain('head_dim')}")
     if tuple(index_kv_cache.shape[1:]) != (SPARSE_BLOCK_SIZE, head_dim):
         raise ValueError(f"index_kv_cache: must be [num_pages, {SPARSE_BLOCK_SIZE}, D={head_dim}]"
                          f" (page size = sparse block size), got {tuple(index_kv_cache.shape)}")
@@ -203,8 +213,9 @@ def _check_scorer_inputs(idx_q, index_kv_cache, block_table, seq_lens, max_seq_l
         raise ValueError(f"decode_query_len: must satisfy 0 < decode_query_len ≤ "
                          f"max_decode_query_len, got {decode_query_len} and "
                          f"{max_decode_query_len}")
-    if max_decode_query_len > 8:
-        raise ValueError(f"max_decode_query_len: at most 8 supported, got {max_decode_query_len}")
+    if max_decode_query_len not in _domain("max_q"):
+        raise ValueError(f"max_decode_query_len: {max_decode_query_len} is outside the supported "
+                         f"range {_domain('max_q')}")
     total_q, num_reqs = idx_q.shape[0], seq_lens.shape[0]
     if total_q != num_reqs * decode_query_len:
         raise ValueError(f"idx_q: total_q = {total_q} rows must equal num_reqs · decode_query_len"
@@ -241,11 +252,10 @@ def _check_sparse_outputs(H, num_reqs, total_q, topk, max_block, device, attenti
     """§5 items 3, 4, 6. Returns the block page stride to use (None when not emitting)."""
     given = {"attention_block_table": attention_block_table,
              "sparse_block_table_out": sparse_block_table_out,
-             "sparse_context_lens_out": sparse_context_lens_out}
+             "sparse_context_lens_out": sparse_context_lens_out,
+             "block_page_stride": block_page_stride}
     if attention_block_table is None:
         extra = [n for n, v in given.items() if v is not None]
-        if block_page_stride is not None:
-            extra.append("block_page_stride")
         if extra:
             raise ValueError(f"{', '.join(extra)}: given without attention_block_table (the "
                              f"sparse-table arguments are all present or all absent)")
@@ -257,7 +267,7 @@ def _check_sparse_outputs(H, num_reqs, total_q, topk, max_block, device, attenti
     if H != 1:
         raise ValueError(f"attention_block_table: sparse-table emission needs one index head "
                          f"(H == 1), got H = {H}")
-    stride = DEFAULT_BLOCK_PAGE_STRIDE if block_page_stride is None else block_page_stride
+    stride = block_page_stride
     if stride not in BLOCK_PAGE_STRIDES:
         raise ValueError(f"block_page_stride: must be 8 or 16, got {block_page_stride}")
     _check_int32("attention_block_table", attention_block_table, device, 2)
@@ -318,6 +328,7 @@ def _launch_scorer(launch, idx_q, index_kv_cache, block_table, seq_lens, scores,
     return scores
 
 
+@_rt.launches_on(0, "idx_q")
 def index_decode_scores(idx_q, index_kv_cache, block_table, seq_lens, max_seq_len, init_blocks,
                         local_blocks, decode_query_len, max_decode_query_len, *, variant=None,
                         hardware=None):
@@ -347,6 +358,7 @@ def index_decode_scores(idx_q, index_kv_cache, block_table, seq_lens, max_seq_le
                           init_blocks, local_blocks, decode_query_len, max_decode_query_len)
 
 
+@_rt.launches_on(0, "idx_q")
 def index_decode(idx_q, index_kv_cache, block_table, seq_lens, max_seq_len, topk, init_blocks,
                  local_blocks, num_kv_heads, decode_query_len, max_decode_query_len, out=None, *,
                  attention_block_table=None, sparse_block_table_out=None,
@@ -356,7 +368,8 @@ def index_decode(idx_q, index_kv_cache, block_table, seq_lens, max_seq_len, topk
 
     Drop-in for vLLM's `minimax_m3_index_decode` (same arguments and meaning). With
     ``attention_block_table`` (and both sparse outputs) the selector also writes the page-16
-    sparse block table and sparse context lengths (§6); ``block_page_stride`` None means 8.
+    sparse block table and sparse context lengths (§6); the four sparse-table arguments
+    (attention_block_table, both outputs, block_page_stride 8 or 16) come all together.
     Pass a persistent zero ``completion_counter`` [H, ≥ total_q] int32 and ``out`` to make the
     call CUDA-graph stable; without them fresh tensors are made per call. ``hardware`` forces a
     target's policy ("gfx950", "sm_90", "generic"; default: detected from idx_q's device).
@@ -370,6 +383,7 @@ def index_decode(idx_q, index_kv_cache, block_table, seq_lens, max_seq_len, topk
         completion_counter=completion_counter, hardware=hardware)
 
 
+@_rt.launches_on(2, "idx_q")
 def index_decode_with_launch(score_launch, topk_launch, idx_q, index_kv_cache, block_table,
                              seq_lens, max_seq_len, topk, init_blocks, local_blocks, num_kv_heads,
                              decode_query_len, max_decode_query_len, out=None, *,
@@ -479,6 +493,7 @@ def sparse_block_page_stride(k_cache, v_cache) -> int:
     return 8 if k_cache.shape[0] == v_cache.shape[0] else 16
 
 
+@_rt.launches_on(0, "topk_idx")
 def build_sparse_block_table_decode(topk_idx, attention_block_table, seq_lens,
                                     decode_query_len=1, block_page_stride=DEFAULT_BLOCK_PAGE_STRIDE):
     """Standalone §6 builder: (table int32 [total_q, topk·8], ctx int32 [total_q]).

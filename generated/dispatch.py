@@ -2,7 +2,7 @@
 # Regenerate with `codegen regenerate`; check with `codegen regenerate --check`.
 # Template: codegen/templates/dispatch.py.j2
 # Specs: index_score (specs/index_decode.py:190); index_topk (specs/index_decode.py:209); router_gemm (specs/router_gemm.py:38)
-# inputs-sha256: f04a5fbbed58ae60 (specs, template, codegen 0.1.0)
+# inputs-sha256: a4f338ab552be4b3 (specs, template, codegen 0.1.0)
 # fmt: off
 # ruff: noqa
 
@@ -34,11 +34,16 @@ class Row(NamedTuple):
 
 
 class Table:
-    def __init__(self, name: str, axes: tuple, rows: tuple):
-        self.name, self.axes, self.rows = name, axes, rows
+    def __init__(self, name: str, axes: tuple, domains: tuple, rows: tuple):
+        self.name, self.axes, self.domains, self.rows = name, axes, domains, rows
         self.lookup = functools.lru_cache(maxsize=4096)(self._lookup)
 
     def _lookup(self, *point) -> Row:
+        # The proof covers the declared domain only: a value outside it is an input error.
+        for axis, domain, value in zip(self.axes, self.domains, point):
+            if value not in domain:
+                raise ValueError(f"{axis}: {value!r} is outside the supported domain {domain} "
+                                 f"(dispatch table {self.name!r})")
         for row in self.rows:
             if all(cond is None or value in cond for cond, value in zip(row.conds, point)):
                 return row
@@ -61,7 +66,7 @@ class Table:
 #   max_block (int, domain (0, 65534)): cdiv(max_seq_len, 128): score-row capacity
 #   num_heads (enum, domain (1, 2, 4)): local index heads H
 #   max_q (int, domain (1, 8)): max_decode_query_len (Qmax); BLOCK_SIZE_Q = next_pow2(Qmax)
-INDEX_SCORE = Table("index_score", ('hardware', 'q_dtype', 'cache_dtype', 'head_dim', 'num_reqs', 'max_block', 'num_heads', 'max_q'), (
+INDEX_SCORE = Table("index_score", ('hardware', 'q_dtype', 'cache_dtype', 'head_dim', 'num_reqs', 'max_block', 'num_heads', 'max_q'), (('gfx950', 'sm_90', 'generic'), ('bf16', 'fp16'), ('bf16', 'fp16', 'fp8e4m3'), (16, 32, 64, 128, 256), Range(1, None), Range(0, 65534), (1, 2, 4), Range(1, 8),), (
     Row(0, (('gfx950',), ('bf16',), ('bf16',), (128,), Range(1, 8), None, None, None), "index_score_balanced",
         {'program_budget': 1024, 'num_warps': 2, 'num_stages': 1},
         "specs/index_decode.py:139", "balanced, 1\u20138 requests"),
@@ -868,7 +873,7 @@ INDEX_SCORE = Table("index_score", ('hardware', 'q_dtype', 'cache_dtype', 'head_
 #   topk (int, domain (1, 512)): blocks selected per row
 #   max_block (int, domain (0, 65534)): cdiv(max_seq_len, 128): score-row capacity
 #   rows_x_heads (int, domain (1, None)): total_q · H
-INDEX_TOPK = Table("index_topk", ('hardware', 'topk', 'max_block', 'rows_x_heads'), (
+INDEX_TOPK = Table("index_topk", ('hardware', 'topk', 'max_block', 'rows_x_heads'), (('gfx950', 'sm_90', 'generic'), Range(1, 512), Range(0, 65534), Range(1, None),), (
     Row(0, (('gfx950',), Range(16, 16), Range(1, 128), None), "index_topk_fused",
         {'topk_chunks': 1, 'topk_tile': 128, 'single_tile': True, 'adaptive_merge': True, 'num_warps': 2, 'num_stages': 1},
         "specs/index_decode.py:174", "one 128-block tile"),
@@ -1095,7 +1100,7 @@ INDEX_TOPK = Table("index_topk", ('hardware', 'topk', 'max_block', 'rows_x_heads
 #   hardware (enum, domain ('gfx950', 'sm_90', 'generic')): normalized target
 #   shape (enum, domain ((3072, 256), (4096, 8), (4096, 192), (6144, 128), (6144, 256))): (hidden_size, num_experts) of the router weight
 #   num_tokens (int, domain (1, 32)): rows of hidden_states (M); M = 0 launches nothing
-ROUTER_GEMM = Table("router_gemm", ('hardware', 'shape', 'num_tokens'), (
+ROUTER_GEMM = Table("router_gemm", ('hardware', 'shape', 'num_tokens'), (('gfx950', 'sm_90', 'generic'), ((3072, 256), (4096, 8), (4096, 192), (6144, 128), (6144, 256)), Range(1, 32),), (
     Row(0, (('generic',), ((3072, 256),), Range(1, 4)), "router_gemm_k3072_n256",
         {'block_m': 1, 'block_k': 1024, 'num_warps': 4, 'num_stages': 1},
         "specs/router_gemm.py:47", "MiniMax-M2 / M2.5"),

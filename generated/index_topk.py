@@ -2,13 +2,13 @@
 # Regenerate with `codegen regenerate`; check with `codegen regenerate --check`.
 # Template: codegen/templates/index_topk.py.j2
 # Specs: index_topk_fused (specs/index_decode.py:67)
-# inputs-sha256: 2ad88de19553fb2b (specs, template, codegen 0.1.0)
+# inputs-sha256: 177da9895bb0c342 (specs, template, codegen 0.1.0)
 # fmt: off
 # ruff: noqa
 
 """MiniMax-M3 lightning-indexer decode: fused top-k block selector and page-16 sparse table.
 
-Semantics: /work/shared/spec/KERNELS.md §4 (selector), §5 (host wrapper), §6 (sparse table row).
+Semantics: KERNELS.md §4 (selector), §5 (host wrapper), §6 (sparse table row).
 
 * ``_topk_fused_kernel`` -- grid (total_q, H, NUM_CHUNKS). Each (head, row) picks the TOPK best
   blocks among its ``nb_q`` visible blocks in the packed 64-bit key order of §4.1 (score

@@ -2,7 +2,7 @@
 # Regenerate with `codegen regenerate`; check with `codegen regenerate --check`.
 # Template: codegen/templates/moe_router.py.j2
 # Specs: router_gemm_k3072_n256 (specs/router_gemm.py:47); router_gemm_k4096_n192 (specs/router_gemm.py:53); router_gemm_k4096_n8 (specs/router_gemm.py:50); router_gemm_k6144_n128 (specs/router_gemm.py:56); router_gemm_k6144_n256 (specs/router_gemm.py:59); router_gemm_splitk_k3072_n256 (specs/router_gemm.py:47); router_gemm_splitk_k4096_n192 (specs/router_gemm.py:53); router_gemm_splitk_k4096_n8 (specs/router_gemm.py:50); router_gemm_splitk_k6144_n128 (specs/router_gemm.py:56); router_gemm_splitk_k6144_n256 (specs/router_gemm.py:59)
-# inputs-sha256: d4536b2911db36ce (specs, template, codegen 0.1.0)
+# inputs-sha256: e39f6534bb898b8c (specs, template, codegen 0.1.0)
 # fmt: off
 # ruff: noqa
 
@@ -251,6 +251,7 @@ def _splitk_counter(device: torch.device) -> torch.Tensor:
     return counter
 
 
+@_rt.launches_on(0, "hidden_states")
 def router_gemm(hidden_states: torch.Tensor, router_weight: torch.Tensor, *,
                 hardware: str | None = None) -> torch.Tensor:
     """logits [M, N] fp32 = float32(hidden_states [M, K]) @ router_weight[N, K].T, M ≤ 32.

@@ -309,8 +309,14 @@ def test_generated_tables_match_registry_on_every_cell():
 def test_dispatch_miss_is_a_clear_error():
     import generated
 
-    with pytest.raises(LookupError, match="no row for hardware='sm_90'.*codegen regenerate"):
+    with pytest.raises(ValueError, match=r"shape: \(1, 2\) is outside the supported domain"):
         generated.dispatch.ROUTER_GEMM.lookup("sm_90", (1, 2), 1)
+    with pytest.raises(ValueError, match="num_tokens: 33 is outside the supported domain"):
+        generated.dispatch.ROUTER_GEMM.lookup("sm_90", (6144, 128), 33)
+    # Inside the domain every point has a row (proved); a hand-made table shows the miss message.
+    table = generated.dispatch.Table("toy", ("n",), (generated.dispatch.Range(1, 9),), ())
+    with pytest.raises(LookupError, match="no row for n=3.*codegen regenerate"):
+        table.lookup(3)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -208,7 +208,7 @@ def _fused_points():
     ex = generated.explain_index_decode
     return [(R, Qmax, mb) for R in (1, 2, 4, 11, 16, 17, 64) for Qmax in (1, 4)
             for mb in (0, 1, 64, 65, 200, 256, 257, 1024)
-            if ex("sm_90", *TUNED, R, mb, R * Qmax, 1, 16, Qmax)["scorer"] == "fused"]
+            if ex("sm_90", *TUNED, R, mb, R * Qmax, 1, 16, Qmax)["fused"]]
 
 
 def test_sm90_fused_rows_are_feasible_and_only_on_sm90():
@@ -228,15 +228,15 @@ def test_sm90_fused_rows_are_feasible_and_only_on_sm90():
                 for H in (1, 2, 4):
                     for Qmax in (1, 4):
                         e = ex(hw, *TUNED, R, max_block, R * Qmax, H, 16, Qmax)
-                        assert e["scorer"] in ("split", "balanced"), (hw, R, max_block, H)
+                        assert not e["fused"], (hw, R, max_block, H)
 
 
 def test_fused_row_falls_back_to_two_kernels_when_topk_exceeds_the_tile():
     R, Qmax, mb = _fused_points()[0]
     fused = generated.explain_index_decode("sm_90", *TUNED, R, mb, R * Qmax, 1, 16, Qmax)
     e = generated.explain_index_decode("sm_90", *TUNED, R, mb, R * Qmax, 1, 512, Qmax)
-    assert fused["scorer"] == "fused" and fused["topk_tile"] < 512
-    assert e["scorer"] == "split" and e["kv_chunks"] == fused["kv_chunks"]
+    assert fused["fused"] and fused["scorer"] == "split" and fused["topk_tile"] < 512
+    assert not e["fused"] and e["scorer"] == "split" and e["kv_chunks"] == fused["kv_chunks"]
     assert e["num_warps"] == fused["num_warps"] and e["num_stages"] == fused["num_stages"]
     assert "two-kernel fallback" in e["score_rule"] and e["topk_tile"] >= 256
     assert e["topk_rule"].startswith("specs/")
@@ -264,7 +264,7 @@ def test_index_decode_sm90_tables_launch_fused(monkeypatch):
     calls = _count_fused_launches(monkeypatch)
     e = generated.explain_index_decode("sm_90", *TUNED, len(lens), max_block, len(lens) * Q, H,
                                        16, Qmax)
-    assert e["scorer"] == "fused"
+    assert e["fused"] and e["scorer"] == "split"
     got = run_decode(None, None, inputs, attn, H, Q, Qmax, 16, stride=8, hardware="sm_90")
     assert len(calls) == 1 and calls[0]["num_kv_chunks"] == e["kv_chunks"]
     assert calls[0]["block_k"] == e["topk_tile"]
@@ -408,7 +408,7 @@ def test_gpu_policy_dispatches_fused_on_sm90():
     for R, Q, max_seq_len in points:
         inputs, attn, max_block = _gpu_inputs(R, Q, 1, max_seq_len, seed=R)
         e = generated.explain_index_decode("sm_90", *TUNED, R, max_block, R * Q, 1, 16, Q)
-        assert e["scorer"] == "fused"
+        assert e["fused"] and e["scorer"] == "split"
         got = run_decode(None, None, inputs, attn, 1, Q, Q, 16, stride=8)
         want = run_decode(split_launch(e["kv_chunks"]), SELECTORS[0], inputs, attn, 1, Q, Q, 16,
                           stride=8)

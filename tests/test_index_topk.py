@@ -467,17 +467,21 @@ def test_index_decode_fused_emission(stride):
             assert int(ctx[row]) == 0 and not bool(table[row].any())
 
 
-def test_index_decode_block_page_stride_default_and_fresh_outputs():
-    """block_page_stride None with emission means 8; no out/counter -> fresh tensors."""
+def test_index_decode_missing_block_page_stride_is_rejected_and_fresh_outputs():
+    """§5 item 3: block_page_stride is one of the four all-or-none sparse-table arguments;
+    with stride 8 and no out/counter -> fresh tensors."""
     Q, topk = 1, 16
     lens = [300, 129]
     inputs, max_block = make_decode_inputs(1, Q, lens, seed=9)
     attn = _attention_table(2, max_block, seed=2).to(DEVICE)
     table = torch.full((2, 128), POISON_TABLE, dtype=torch.int32, device=DEVICE)
     ctx = torch.full((2,), POISON_TABLE, dtype=torch.int32, device=DEVICE)
-    got = index_decode(**inputs, topk=topk, init_blocks=0, local_blocks=1, num_kv_heads=1,
-                       decode_query_len=Q, max_decode_query_len=1, attention_block_table=attn,
-                       sparse_block_table_out=table, sparse_context_lens_out=ctx)
+    kw = dict(inputs, topk=topk, init_blocks=0, local_blocks=1, num_kv_heads=1,
+              decode_query_len=Q, max_decode_query_len=1, attention_block_table=attn,
+              sparse_block_table_out=table, sparse_context_lens_out=ctx)
+    with pytest.raises(ValueError, match="block_page_stride: missing"):
+        index_decode(**kw)
+    got = index_decode(**kw, block_page_stride=8)
     assert got.shape == (1, 2, topk) and got.dtype == torch.int32
     ref_table, ref_ctx = reference_sparse_table(got, attn, inputs["seq_lens"], Q, 8)
     assert torch.equal(table.cpu(), ref_table) and torch.equal(ctx.cpu(), ref_ctx)
@@ -570,13 +574,13 @@ VALIDATION_CASES = [
      "sparse_context_lens_out: dtype must be int32"),
     ("attn_device", {}, _bad("attention_block_table",
                              lambda kw: torch.empty((2, 3), dtype=torch.int32, device="meta")),
-     "attention_block_table: must be on the same device"),
+     "attention_block_table: must be on (the same device|a GPU)"),
     ("table_device", {}, _bad("sparse_block_table_out",
                               lambda kw: torch.empty((2, 128), dtype=torch.int32, device="meta")),
-     "sparse_block_table_out: must be on the same device"),
+     "sparse_block_table_out: must be on (the same device|a GPU)"),
     ("ctx_device", {}, _bad("sparse_context_lens_out",
                             lambda kw: torch.empty((2,), dtype=torch.int32, device="meta")),
-     "sparse_context_lens_out: must be on the same device"),
+     "sparse_context_lens_out: must be on (the same device|a GPU)"),
     ("table_col_stride", {}, _bad("sparse_block_table_out", lambda kw: _i32(2, 256)[:, ::2]),
      "sparse_block_table_out: rows must be contiguous"),
     ("attn_col_stride", {}, _bad("attention_block_table", lambda kw: _i32(2, 6)[:, ::2]),

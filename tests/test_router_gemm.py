@@ -640,7 +640,7 @@ def test_router_gemm_dispatches_splitk_rows(monkeypatch, kernel_spy):
     K, N, M = 3072, 256, 17
     params = dict(block_m=32, block_n=32, block_k=64, split_k=4, num_warps=4, num_stages=2)
     row = Row(0, (None, None, None), ROUTER_GEMM_SPLITK_SHAPES[(K, N)], params, "test", "")
-    monkeypatch.setattr(_mod, "_TABLE", Table("router_gemm", TABLE.axes, (row,)))
+    monkeypatch.setattr(_mod, "_TABLE", Table("router_gemm", TABLE.axes, TABLE.domains, (row,)))
     x, w = make_inputs(K, N, M, torch.bfloat16, seed=seed_of("dispatch-splitk"))
     out = router_gemm(x, w, hardware="sm_90")
     check_logits(out, x, w)
