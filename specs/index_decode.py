@@ -12,6 +12,7 @@ come from H200 measurements (specs/tuned_sm_90.py).
 from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
 from codegen.policy import Axis, Buckets, Policy, Rule, at_least, between, none_of, one_of
 
+from .defaults import DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS
 from .tuned_sm_90 import INDEX_SCORE as SM_90_SCORE, INDEX_TOPK as SM_90_TOPK
 
 # Contract constants (§1), baked into every generated file of the family as literals.
@@ -97,12 +98,6 @@ SPECS = [
 # ---------------------------------------------------------------------------------------------
 # index_score: scorer choice and grid (§8.1, §8.2)
 
-# Default split grid: kv_chunks = pow2floor(min(256, 512 // R)) written out as buckets.
-DEFAULT_SPLIT = Buckets(axis="num_reqs", rows=(
-    (1, 2, dict(kv_chunks=256)), (3, 4, dict(kv_chunks=128)), (5, 8, dict(kv_chunks=64)),
-    (9, 16, dict(kv_chunks=32)), (17, 32, dict(kv_chunks=16)), (33, 64, dict(kv_chunks=8)),
-    (65, 128, dict(kv_chunks=4)), (129, 256, dict(kv_chunks=2)), (257, None, dict(kv_chunks=1)),
-))
 # gfx950 high-batch grid (target 1024 programs) for 20–64 requests.
 GFX950_HIGH_BATCH = Buckets(axis="num_reqs", rows=(
     (20, 32, dict(kv_chunks=32)), (33, 64, dict(kv_chunks=16)),
@@ -156,12 +151,6 @@ INDEX_SCORE_RULES = [
 # ---------------------------------------------------------------------------------------------
 # index_topk: selector chunking (§8.3). P = total_q · H (rows × heads).
 
-GENERAL_TOPK = Buckets(axis="rows_x_heads", rows=(
-    (1, 4, dict(topk_chunks=16)), (5, 8, dict(topk_chunks=8)), (9, 16, dict(topk_chunks=4)),
-    (17, 32, dict(topk_chunks=2)), (33, None, dict(topk_chunks=1)),
-))
-GENERAL_TOPK_OPTIONS = dict(topk_tile=512, num_warps=8, num_stages=2, single_tile=False,
-                            adaptive_merge=False)
 # Upstream's general branch, for every (topk, max_block) its fast branches leave out.
 GFX950_GENERAL = (
     {"hardware": "gfx950", "topk": between(1, 15)},

@@ -6,6 +6,9 @@ median µs at the bucket's representatives; the others keep the untuned defaults
 """
 from codegen.policy import Buckets, Rule, between
 
+from .defaults import (DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS,
+                       UNTUNED_SPLIT_OPTIONS)
+
 MEASURED = dict(
     date="2026-11-29 10:13:37 UTC",
     device="NVIDIA H200",
@@ -54,29 +57,9 @@ ROUTER_GEMM = {
     )),
 }
 
-# Split-K default grid: kv_chunks = pow2floor(min(256, 512 // R)) (upstream default).
-_SPLIT_DEFAULT = Buckets(axis="num_reqs", rows=(
-    (1, 2, dict(kv_chunks=256)),
-    (3, 4, dict(kv_chunks=128)),
-    (5, 8, dict(kv_chunks=64)),
-    (9, 16, dict(kv_chunks=32)),
-    (17, 32, dict(kv_chunks=16)),
-    (33, 64, dict(kv_chunks=8)),
-    (65, 128, dict(kv_chunks=4)),
-    (129, 256, dict(kv_chunks=2)),
-    (257, None, dict(kv_chunks=1)),
-))
-_SPLIT_DEFAULT_OPTIONS = dict(high_batch=False, num_warps=4, num_stages=3)
-# Upstream's general selector branch: topk_chunks = pow2floor(min(16, 64 // (rows·heads))).
-_TOPK_DEFAULT = Buckets(axis="rows_x_heads", rows=(
-    (1, 4, dict(topk_chunks=16)),
-    (5, 8, dict(topk_chunks=8)),
-    (9, 16, dict(topk_chunks=4)),
-    (17, 32, dict(topk_chunks=2)),
-    (33, None, dict(topk_chunks=1)),
-))
-_TOPK_DEFAULT_OPTIONS = dict(
-    topk_tile=512, num_warps=8, num_stages=2, single_tile=False, adaptive_merge=False)
+# Untuned rows use upstream's defaults (specs/defaults.py).
+_SPLIT_DEFAULT, _SPLIT_DEFAULT_OPTIONS = DEFAULT_SPLIT, UNTUNED_SPLIT_OPTIONS
+_TOPK_DEFAULT, _TOPK_DEFAULT_OPTIONS = GENERAL_TOPK, GENERAL_TOPK_OPTIONS
 
 # The measured part of the scorer domain.
 _TUNED = {"hardware": "sm_90", "q_dtype": "bf16", "cache_dtype": "bf16",

@@ -72,7 +72,9 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import common  # noqa: E402  (tools/common.py)
+from specs import defaults as _defaults  # noqa: E402  (upstream default tables)
 
 ROOT = common.ROOT
 SPEC_FILE = os.path.join(ROOT, "specs", "tuned_sm_90.py")
@@ -106,9 +108,9 @@ R_BUCKETS = ((1, 2), (3, 4), (5, 8), (9, 11), (12, 16), (17, 32), (33, 64), (65,
              (257, None))
 R_REPS = {(1, 2): (1, 2), (3, 4): (4,), (5, 8): (8,), (9, 11): (11,), (12, 16): (16,),
           (17, 32): (32,), (33, 64): (64,), (65, 256): (128,), (257, None): ()}
-SPLIT_DEFAULT_CHUNKS = ((1, 2, 256), (3, 4, 128), (5, 8, 64), (9, 16, 32), (17, 32, 16),
-                        (33, 64, 8), (65, 128, 4), (129, 256, 2), (257, None, 1))
-SCORE_DEFAULT_OPTIONS = dict(high_batch=False, num_warps=4, num_stages=3)
+# Upstream defaults (specs/defaults.py is their one source; the tuned file imports them too).
+SPLIT_DEFAULT_CHUNKS = tuple((lo, hi, p["kv_chunks"]) for lo, hi, p in _defaults.DEFAULT_SPLIT.rows)
+SCORE_DEFAULT_OPTIONS = dict(_defaults.UNTUNED_SPLIT_OPTIONS)
 # scorer max_block buckets -> representative context (tokens)
 SCORE_MB_BUCKETS = ((0, 64), (65, 256), (257, None))
 MB_REP_CTX = {64: 8192, 256: 32768, 1024: 131072}
@@ -122,9 +124,9 @@ Q_BUCKETS = {1: (1, 1), 4: (2, None)}  # measured Q -> max_q bucket (None: axis 
 
 P_BUCKETS = ((1, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 128), (129, 256),
              (257, None))
-TOPK_DEFAULT_CHUNKS = ((1, 4, 16), (5, 8, 8), (9, 16, 4), (17, 32, 2), (33, None, 1))
-TOPK_DEFAULT_OPTIONS = dict(topk_tile=512, num_warps=8, num_stages=2, single_tile=False,
-                            adaptive_merge=False)
+TOPK_DEFAULT_CHUNKS = tuple((lo, hi, p["topk_chunks"]) for lo, hi, p in
+                            _defaults.GENERAL_TOPK.rows)
+TOPK_DEFAULT_OPTIONS = dict(_defaults.GENERAL_TOPK_OPTIONS)
 # selector max_block buckets; the last one (longer than any measured context) takes the best
 # multi-tile (single_tile=False) configuration measured at 1024 blocks.
 TOPK_MB_BUCKETS = ((0, 64), (65, 256), (257, 1024), (1025, None))
@@ -955,6 +957,9 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w('"""')
     w("from codegen.policy import Buckets, Rule, between")
     w("")
+    w("from .defaults import (DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS,")
+    w("                       UNTUNED_SPLIT_OPTIONS)")
+    w("")
     w("MEASURED = dict(")
     for k in ("date", "device", "torch", "triton", "command"):
         w(f"    {k}={_lit(str(meta.get(k, '')))},")
@@ -998,19 +1003,9 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w("}")
     w("")
     # -- scorer
-    w("# Split-K default grid: kv_chunks = pow2floor(min(256, 512 // R)) (upstream default).")
-    w('_SPLIT_DEFAULT = Buckets(axis="num_reqs", rows=(')
-    for lo, hi, c in SPLIT_DEFAULT_CHUNKS:
-        w(f"    ({lo}, {_hi(hi)}, dict(kv_chunks={c})),")
-    w("))")
-    w("_SPLIT_DEFAULT_OPTIONS = " + _dict(SCORE_DEFAULT_OPTIONS))
-    w("# Upstream's general selector branch: topk_chunks = pow2floor(min(16, 64 // (rows·heads))).")
-    w('_TOPK_DEFAULT = Buckets(axis="rows_x_heads", rows=(')
-    for lo, hi, c in TOPK_DEFAULT_CHUNKS:
-        w(f"    ({lo}, {_hi(hi)}, dict(topk_chunks={c})),")
-    w("))")
-    w("_TOPK_DEFAULT_OPTIONS = dict(")
-    w("    " + _dict(TOPK_DEFAULT_OPTIONS)[5:-1] + ")")
+    w("# Untuned rows use upstream's defaults (specs/defaults.py).")
+    w("_SPLIT_DEFAULT, _SPLIT_DEFAULT_OPTIONS = DEFAULT_SPLIT, UNTUNED_SPLIT_OPTIONS")
+    w("_TOPK_DEFAULT, _TOPK_DEFAULT_OPTIONS = GENERAL_TOPK, GENERAL_TOPK_OPTIONS")
     w("")
     tuned = {"hardware": "sm_90", "q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128,
              "num_heads": 1}
@@ -1482,7 +1477,9 @@ def selftest() -> int:
                 print(source)
         # a broken table must be refused by the loader (the check is not vacuous)
         good = render_tuned(meta, {}, {}, {}, dom)
-        bad = good.replace("    (5, 8, dict(kv_chunks=64)),\n", "", 1)
+        # drop the first router 5–16 token bucket: a gap the loader must refuse
+        start = good.index("\n        (5, 16, ") + 1
+        bad = good[:start] + good[good.index("\n", start) + 1:]
         assert bad != good, "selftest: gap injection did not apply"
         try:
             check_spec_source(bad)
