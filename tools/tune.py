@@ -88,7 +88,6 @@ TOPK = 16
 ROUTER_BUCKETS = ((1, 4), (5, 16), (17, 32))  # fixed by the router family
 ROUTER_REPS = {(1, 4): (1, 4), (5, 16): (8, 16), (17, 32): (32,)}
 ROUTER_DEFAULT = {(1, 4): (1, 1024, 8), (5, 16): (4, 1024, 8), (17, 32): (8, 1024, 8)}
-ROUTER_SHAPES = ((3072, 256), (4096, 8), (4096, 192), (6144, 128), (6144, 256))
 ROUTER_BM = (1, 2, 4, 8, 16, 32)
 ROUTER_BK = (256, 512, 1024, 2048, 4096)
 ROUTER_NW = (1, 2, 4, 8, 16)
@@ -736,12 +735,10 @@ def _router_short(v: dict) -> str:
 
 
 def _router_shapes():
-    try:
-        import generated
+    """The router weight shapes the specs declare (the `shape` axis of the router policy)."""
+    from codegen import registry
 
-        return sorted(tuple(s) for s in generated.ROUTER_GEMM_SHAPES)
-    except Exception:  # noqa: BLE001
-        return list(ROUTER_SHAPES)
+    return sorted(registry.load().policies["router_gemm"].axis("shape").values)
 
 
 def _decoder():
@@ -1111,10 +1108,7 @@ def _complement(tuned: dict, axes: tuple, dom: dict):
 
 
 def _router_shapes_static(dom):
-    try:
-        return _router_shapes()
-    except Exception:  # noqa: BLE001
-        return list(ROUTER_SHAPES)
+    return _router_shapes()
 
 
 def check_spec_source(source: str) -> dict:
@@ -1344,7 +1338,7 @@ def dry_run(tmpdir: str) -> list:
         g.update(_router_launcher=fake_router_launcher,
                  _router_splitk_launcher=fake_splitk_launcher,
                  _router_counter_clear=lambda device: True, _decoder=fake_decoder,
-                 _decode_inputs=fake_inputs, _router_shapes=lambda: list(ROUTER_SHAPES))
+                 _decode_inputs=fake_inputs, _router_shapes=_router_shapes)
         args = parse_args(["--out", tmpdir, "--jobs", "0", "--reps", "2"])
         tuner = Tuner(args, device="cpu", timer=clock)
         groups = tuner.warm_groups(["router", "scorer", "selector"])
@@ -1363,7 +1357,7 @@ def dry_run(tmpdir: str) -> list:
                 if v.get("kernel") != "splitk" or fake_splitk_time(got, hi, N) != best:
                     problems.append(f"router {K}x{N} {lo}-{hi}: picked {v}, want split-K "
                                     f"at fake time {best:.3f}")
-        if len(tuner.router_best) != len(ROUTER_SHAPES) * len(ROUTER_BUCKETS):
+        if len(tuner.router_best) != len(_router_shapes()) * len(ROUTER_BUCKETS):
             problems.append(f"router: {len(tuner.router_best)} buckets chosen")
         for (qb, mbb, rb), v in tuner.scorer_best.items():
             p = v["params"]
