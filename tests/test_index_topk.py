@@ -382,6 +382,8 @@ def test_alloc_and_page_stride_helpers():
     k = torch.empty((80, 16, 1, 8))
     assert sparse_block_page_stride(k, torch.empty((80, 16, 1, 8))) == 8
     assert sparse_block_page_stride(k, torch.empty((72, 16, 1, 8))) == 16
+    with pytest.raises(ValueError, match="v_cache: 70 pages"):
+        sparse_block_page_stride(k, torch.empty((70, 16, 1, 8)))
     with pytest.raises(ValueError, match="decode_query_len"):
         build_sparse_block_table_decode(torch.zeros((1, 5, 4), dtype=torch.int32),
                                         torch.zeros((2, 4), dtype=torch.int32),
