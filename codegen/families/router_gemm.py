@@ -191,7 +191,7 @@ def expand(specs: tuple, hardware: dict):
     for shape in sorted(shapes, key=lambda s: (s.hidden_size, s.num_experts)):
         key = (shape.hidden_size, shape.num_experts)
         common = dict(family=NAME, template=TEMPLATE, output=OUTPUT,
-                      hardware=tuple(sorted(shape.launch)), tensors=tensors, loc=shape.loc)
+                      hardware=tuple(h for h in hardware if h in shape.launch), tensors=tensors, loc=shape.loc)
         variants.append(Variant(
             name=shape.variant_name(PER_EXPERT),
             doc=f"fp32 router GEMM for hidden {shape.hidden_size}, {shape.num_experts} experts "
