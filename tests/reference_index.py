@@ -1,6 +1,6 @@
 """Pure-torch / pure-Python references for the decode index scorers (KERNELS.md §2, §3).
 
-Independent of Triton and of proto/: written straight from the spec text.
+Independent of Triton and of generated/: written straight from the spec text.
 """
 from __future__ import annotations
 
