@@ -132,18 +132,6 @@ TOPK_MB_BUCKETS = ((0, 64), (65, 256), (257, 1024), (1025, None))
 TOPK_MB_REP = {(0, 64): 64, (65, 256): 256, (257, 1024): 1024, (1025, None): 1024}
 SELECTOR_STAGES = 2
 
-# Axis domains (read from the registry when codegen can be imported; these are the fallback).
-DOMAINS = {
-    "q_dtype": ("bf16", "fp16"),
-    "cache_dtype": ("bf16", "fp16", "fp8e4m3"),
-    "head_dim": (16, 32, 64, 128, 256),
-    "num_heads": (1, 2, 4),
-    "max_q_hi": 8,
-    "max_block_hi": 65534,
-    "topk_hi": 512,
-}
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="output directory (tune.json, tuned_sm_90.py)")
@@ -794,32 +782,30 @@ def _warm_worker(tasks):
     device = torch.device("cpu" if cpu else "cuda")
     sync = (lambda: None) if cpu else torch.cuda.synchronize
     inputs = {}
+
+    def router_tensors(shape):
+        """x [32, K] (bf16 or fp32), w [N, K], out [32, N] for one (K, N, x dtype); one set live."""
+        if shape not in inputs:
+            K, N, dt = shape
+            inputs.clear()
+            dtype = torch.bfloat16 if dt == "bf16" else torch.float32
+            inputs[shape] = (torch.randn((32, K), device=device).to(dtype),
+                             torch.randn((N, K), device=device),
+                             torch.empty((32, N), device=device))
+        return inputs[shape]
+
     try:
         for kind, shape, cand in tasks:
             try:
                 if kind == "router":
-                    K, N, dt = shape
                     bm, bk, nw, m = cand
-                    if shape not in inputs:
-                        inputs.clear()
-                        dtype = torch.bfloat16 if dt == "bf16" else torch.float32
-                        inputs[shape] = (torch.randn((32, K), device=device).to(dtype),
-                                         torch.randn((N, K), device=device),
-                                         torch.empty((32, N), device=device))
-                    x, w, out = inputs[shape]
+                    x, w, out = router_tensors(shape)
                     # fresh [m, K] / [m, N] tensors, as the timing loop uses
                     _router_launcher()(x[:m].contiguous(), w, torch.empty_like(out[:m]),
                                        block_m=bm, block_k=bk, num_warps=nw, num_stages=1)
                 elif kind == "router_splitk":
-                    K, N, dt = shape
                     params, m = cand
-                    if shape not in inputs:
-                        inputs.clear()
-                        dtype = torch.bfloat16 if dt == "bf16" else torch.float32
-                        inputs[shape] = (torch.randn((32, K), device=device).to(dtype),
-                                         torch.randn((N, K), device=device),
-                                         torch.empty((32, N), device=device))
-                    x, w, out = inputs[shape]
+                    x, w, out = router_tensors(shape)
                     _router_splitk_launcher()(x[:m].contiguous(), w, torch.empty_like(out[:m]),
                                               **dict(params))
                 else:
@@ -848,25 +834,19 @@ def _warm_worker(tasks):
 
 
 def load_domains() -> dict:
-    """Axis domains of the index policies from the spec registry (falls back to DOMAINS)."""
-    dom = dict(DOMAINS)
-    try:
-        common.setup(False)
-        from codegen import registry
+    """Axis domains of the index policies, from the spec registry (their one source)."""
+    common.setup(False)
+    from codegen import registry
 
-        reg = registry.load()
-        score = {a.name: a for a in reg.policies["index_score"].axes}
-        topk = {a.name: a for a in reg.policies["index_topk"].axes}
-        dom.update(q_dtype=tuple(score["q_dtype"].values),
-                   cache_dtype=tuple(score["cache_dtype"].values),
-                   head_dim=tuple(score["head_dim"].values),
-                   num_heads=tuple(score["num_heads"].values),
-                   max_q_hi=score["max_q"].hi, max_block_hi=score["max_block"].hi,
-                   topk_hi=topk["topk"].hi)
-        dom["source"] = "registry"
-    except Exception as e:  # noqa: BLE001
-        dom["source"] = f"built-in ({type(e).__name__}: {e})"[:200]
-    return dom
+    reg = registry.load()
+    score = {a.name: a for a in reg.policies["index_score"].axes}
+    topk = {a.name: a for a in reg.policies["index_topk"].axes}
+    return dict(q_dtype=tuple(score["q_dtype"].values),
+                cache_dtype=tuple(score["cache_dtype"].values),
+                head_dim=tuple(score["head_dim"].values),
+                num_heads=tuple(score["num_heads"].values),
+                max_q_hi=score["max_q"].hi, max_block_hi=score["max_block"].hi,
+                topk_hi=topk["topk"].hi, source="registry")
 
 
 def _lit(v) -> str:

@@ -191,21 +191,17 @@ def expand(specs: tuple, hardware: dict):
     for shape in sorted(shapes, key=lambda s: (s.hidden_size, s.num_experts)):
         key = (shape.hidden_size, shape.num_experts)
         common = dict(family=NAME, template=TEMPLATE, output=OUTPUT,
-                      hardware=tuple(h for h in hardware if h in shape.launch), tensors=tensors, loc=shape.loc)
-        variants.append(Variant(
-            name=shape.variant_name(PER_EXPERT),
-            doc=f"fp32 router GEMM for hidden {shape.hidden_size}, {shape.num_experts} experts "
-                f"({shape.models})",
-            constants=(("HIDDEN_SIZE", shape.hidden_size), ("NUM_EXPERTS", shape.num_experts),
-                       ("KERNEL", PER_EXPERT)),
-            params=PARAMS, **common))
-        variants.append(Variant(
-            name=shape.variant_name(SPLITK),
-            doc=f"fp32 split-K router GEMM (tl.dot) for hidden {shape.hidden_size}, "
-                f"{shape.num_experts} experts ({shape.models})",
-            constants=(("HIDDEN_SIZE", shape.hidden_size), ("NUM_EXPERTS", shape.num_experts),
-                       ("KERNEL", SPLITK)),
-            params=SPLITK_PARAMS, **common))
+                      hardware=tuple(h for h in hardware if h in shape.launch),
+                      tensors=tensors, loc=shape.loc)
+        for kernel, params, what in ((PER_EXPERT, PARAMS, "fp32 router GEMM"),
+                                     (SPLITK, SPLITK_PARAMS, "fp32 split-K router GEMM (tl.dot)")):
+            variants.append(Variant(
+                name=shape.variant_name(kernel),
+                doc=f"{what} for hidden {shape.hidden_size}, {shape.num_experts} experts "
+                    f"({shape.models})",
+                constants=(("HIDDEN_SIZE", shape.hidden_size),
+                           ("NUM_EXPERTS", shape.num_experts), ("KERNEL", kernel)),
+                params=params, **common))
         for hw, table in sorted(shape.launch.items()):
             ordered = sorted(table.rows, key=lambda r: r[0])
             # one Rule per run of consecutive buckets that use the same kernel
