@@ -17,4 +17,4 @@ GENERAL_TOPK = Buckets(axis="rows_x_heads", rows=(
     (17, 32, dict(topk_chunks=2)), (33, None, dict(topk_chunks=1)),
 ))
 GENERAL_TOPK_OPTIONS = dict(topk_tile=512, num_warps=8, num_stages=2, single_tile=False,
-                            adaptive_merge=False)
+                            adaptive_merge=False, pdl=False)

@@ -247,121 +247,121 @@ INDEX_TOPK = [
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(0, 64)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
              # measured: R1Q1 9.82, R2Q1 10.40 µs
-             (1, 2, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (1, 2, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                          num_warps=4, num_stages=2)),
              # measured: R1Q4 9.41, R4Q1 12.22 µs
-             (3, 4, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (3, 4, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                          num_warps=4, num_stages=2)),
              # measured: R2Q4 10.62, R8Q1 14.72 µs
-             (5, 8, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (5, 8, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                          num_warps=4, num_stages=2)),
              # measured: R4Q4 12.16, R11Q1 17.70, R16Q1 20.26 µs
-             (9, 16, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (9, 16, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                           num_warps=8, num_stages=2)),
              # measured: R8Q4 14.94, R32Q1 30.91 µs
-             (17, 32, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (17, 32, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                            num_warps=4, num_stages=2)),
              # measured: R11Q4 16.90, R16Q4 20.32, R64Q1 48.26 µs
-             (33, 64, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (33, 64, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                            num_warps=4, num_stages=2)),
              # measured: R32Q4 30.43, R128Q1 77.76 µs
-             (65, 128, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (65, 128, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                             num_warps=4, num_stages=2)),
              # measured: R64Q4 48.00 µs
-             (129, 256, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (129, 256, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                              num_warps=4, num_stages=2)),
              # measured: R128Q4 78.18 µs
-             (257, None, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (257, None, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                               num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 0–64"),
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(65, 256)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
              # measured: R1Q1 13.06, R2Q1 16.03 µs
-             (1, 2, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
+             (1, 2, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False, pdl=False,
                          num_warps=8, num_stages=2)),
              # measured: R1Q4 12.74, R4Q1 21.60 µs
-             (3, 4, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
+             (3, 4, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False, pdl=False,
                          num_warps=8, num_stages=2)),
              # measured: R2Q4 15.97, R8Q1 31.42 µs
-             (5, 8, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
+             (5, 8, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False, pdl=False,
                          num_warps=8, num_stages=2)),
              # measured: R4Q4 21.54, R11Q1 38.62, R16Q1 49.18 µs
-             (9, 16, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
+             (9, 16, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False, pdl=False,
                           num_warps=4, num_stages=2)),
              # measured: R8Q4 31.36, R32Q1 78.85 µs
-             (17, 32, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
+             (17, 32, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False, pdl=False,
                            num_warps=8, num_stages=2)),
              # measured: R11Q4 38.24, R16Q4 49.12, R64Q1 138.30 µs
-             (33, 64, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
+             (33, 64, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False, pdl=False,
                            num_warps=8, num_stages=2)),
              # measured: R32Q4 79.26, R128Q1 255.68 µs
-             (65, 128, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
+             (65, 128, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False, pdl=False,
                             num_warps=8, num_stages=2)),
              # measured: R64Q4 140.00 µs
-             (129, 256, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
+             (129, 256, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False, pdl=False,
                              num_warps=4, num_stages=2)),
              # measured: R128Q4 258.72 µs
-             (257, None, dict(topk_chunks=1, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (257, None, dict(topk_chunks=1, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                               num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 65–256"),
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(257, 1024)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
              # measured: R1Q1 22.43, R2Q1 33.66 µs
-             (1, 2, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (1, 2, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                          num_warps=2, num_stages=2)),
              # measured: R1Q4 22.98, R4Q1 50.56 µs
-             (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                          num_warps=4, num_stages=2)),
              # measured: R2Q4 33.54, R8Q1 80.26 µs
-             (5, 8, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (5, 8, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                          num_warps=4, num_stages=2)),
              # measured: R4Q4 50.82, R11Q1 102.40, R16Q1 138.91 µs
-             (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                           num_warps=4, num_stages=2)),
              # measured: R8Q4 80.51, R32Q1 256.93 µs
-             (17, 32, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (17, 32, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                            num_warps=4, num_stages=2)),
              # measured: R11Q4 102.75, R16Q4 140.26, R64Q1 492.06 µs
-             (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
+             (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False, pdl=False,
                            num_warps=4, num_stages=2)),
              # measured: R32Q4 259.49, R128Q1 963.87 µs
-             (65, 128, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (65, 128, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                             num_warps=2, num_stages=2)),
              # measured: R64Q4 499.39 µs
-             (129, 256, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (129, 256, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                              num_warps=2, num_stages=2)),
              # measured: R128Q4 978.56 µs
-             (257, None, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (257, None, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                               num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 257–1024"),
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(1025, 65534)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
              # measured: R1Q1 22.43, R2Q1 33.66 µs
-             (1, 2, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (1, 2, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                          num_warps=2, num_stages=2)),
              # measured: R1Q4 23.30, R4Q1 50.75 µs
-             (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                          num_warps=4, num_stages=2)),
              # measured: R2Q4 33.86, R8Q1 80.22 µs
-             (5, 8, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (5, 8, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                          num_warps=4, num_stages=2)),
              # measured: R4Q4 50.82, R11Q1 102.40, R16Q1 138.91 µs
-             (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                           num_warps=4, num_stages=2)),
              # measured: R8Q4 80.67, R32Q1 257.41 µs
-             (17, 32, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (17, 32, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                            num_warps=2, num_stages=2)),
              # measured: R11Q4 103.07, R16Q4 140.29, R64Q1 491.84 µs
-             (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                            num_warps=4, num_stages=2)),
              # measured: R32Q4 259.49, R128Q1 963.87 µs
-             (65, 128, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (65, 128, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                             num_warps=2, num_stages=2)),
              # measured: R64Q4 499.39 µs
-             (129, 256, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (129, 256, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                              num_warps=2, num_stages=2)),
              # measured: R128Q4 978.56 µs
-             (257, None, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             (257, None, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False, pdl=False,
                               num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 1025–65534"),
     Rule(when={"hardware": "sm_90", "topk": between(1, 15)},

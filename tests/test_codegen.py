@@ -203,6 +203,32 @@ def test_spec_error_names_the_line(spec_copy):
     assert f"zz_bad.py:{line}: spec 'Variant toy_a', field 'doc'" in message, message
 
 
+def _edit_index_spec(spec_copy, old, new):
+    path = spec_copy / "index_decode.py"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    return str(info.value)
+
+
+def test_pdl_only_on_sm90_class_hardware(spec_copy):
+    message = _edit_index_spec(
+        spec_copy, "adaptive_merge=True, pdl=False)", "adaptive_merge=True, pdl=True)")
+    assert "field 'params.pdl'" in message, message
+    assert "capability ≥ 9.0; the rule covers hardware 'gfx950'" in message, message
+    assert "index_decode.py:" in message, message
+
+
+def test_single_tile_must_cover_the_bucket(spec_copy):
+    message = _edit_index_spec(spec_copy, "topk_chunks=1, topk_tile=128, num_warps=2",
+                               "topk_chunks=1, topk_tile=64, num_warps=2")
+    assert "field 'params.single_tile'" in message, message
+    assert "single_tile needs max_block ≤ topk_chunks·topk_tile = 64, but the rule covers " \
+           "max_block up to 128" in message, message
+
+
 def test_router_block_k_must_divide_hidden_size(spec_copy):
     path = spec_copy / "router_gemm.py"
     text = path.read_text()

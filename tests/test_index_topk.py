@@ -979,3 +979,73 @@ def test_gpu_many_alternating_replays_counter_zero():
     assert all(int(x.counter.abs().sum()) == 0 for x in graphs)
     for x in graphs:
         x.check_against_eager()
+
+
+PDL_CASES = [
+    # (R, Q, max_seq_len, score_launch, topk_launch without pdl)
+    (1, 4, 8192, dict(variant="index_score_split", kv_chunks=64, high_batch=False, num_warps=4,
+                      num_stages=2),
+     dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, num_warps=4,
+          num_stages=2)),
+    (11, 1, 131072, dict(variant="index_score_split", kv_chunks=512, high_batch=False,
+                         num_warps=4, num_stages=2),
+     dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=True, num_warps=4,
+          num_stages=2)),
+    (16, 4, 131072, dict(variant="index_score_balanced", program_budget=264, num_warps=4,
+                         num_stages=3),
+     dict(topk_chunks=4, topk_tile=512, single_tile=True, adaptive_merge=False, num_warps=8,
+          num_stages=2)),
+]
+
+
+@gpu
+@pytest.mark.parametrize("R,Q,max_seq_len,score_launch,topk_launch", PDL_CASES,
+                         ids=["R1_8k_single_chunk", "R11_128k_multi_chunk", "R16_128k_balanced"])
+def test_gpu_pdl_selector_is_exact_eager_and_graphed(R, Q, max_seq_len, score_launch,
+                                                     topk_launch):
+    """The selector launched as a programmatic dependent of the scorer gives bit-identical ids,
+    page-16 tables and context lengths, eagerly and in CUDA-graph replays (seq_lens mutated
+    between replays), and leaves the counter at zero."""
+    q, cache, block_table, max_block = _gpu_decode_inputs(R, Q, 1, max_seq_len, seed=R)
+    seq_lens = _gpu_seq_lens(R, max_seq_len, R, Q)
+    attn = _attention_table(R, max_block, seed=3).cuda()
+    total_q = R * Q
+    bufs = {pdl: (torch.full((1, total_q, 16), POISON_OUT, dtype=torch.int32, device="cuda"),
+                  torch.full((total_q, 128), POISON_TABLE, dtype=torch.int32, device="cuda"),
+                  torch.full((total_q,), POISON_TABLE, dtype=torch.int32, device="cuda"),
+                  torch.zeros((1, total_q), dtype=torch.int32, device="cuda"))
+            for pdl in (False, True)}
+
+    def call(pdl):
+        out, table, ctx, counter = bufs[pdl]
+        return generated.index_decode_with_launch(
+            score_launch, {**topk_launch, "pdl": pdl}, q, cache, block_table, seq_lens,
+            max_seq_len, 16, 0, 1, 1, Q, Q, out, attention_block_table=attn,
+            sparse_block_table_out=table, sparse_context_lens_out=ctx, block_page_stride=8,
+            completion_counter=counter, hardware="sm_90")
+
+    def same():
+        torch.cuda.synchronize()
+        for a, b in zip(bufs[False], bufs[True]):
+            assert torch.equal(a, b)
+        assert int(bufs[True][3].abs().sum()) == 0
+        assert not bool((bufs[True][0] == POISON_OUT).any())
+
+    for pdl in (False, True):
+        call(pdl)
+    same()
+    ref = dense_scores(q, cache, block_table, seq_lens, Q, max_block, 0, 1)
+    assert_topk_sets_match(bufs[True][0], ref, seq_lens, Q, 16, tol=1e-3)
+    graphs = {}
+    for pdl in (False, True):
+        graphs[pdl] = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graphs[pdl]):
+            call(pdl)
+    g = torch.Generator().manual_seed(7)
+    for _ in range(3):
+        seq_lens.copy_(torch.randint(1, max_seq_len + 1, (R,), generator=g).to(torch.int32))
+        for pdl in (False, True):
+            for t in bufs[pdl][:3]:
+                t.fill_(POISON_OUT)
+            graphs[pdl].replay()
+        same()

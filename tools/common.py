@@ -31,6 +31,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FLUSH_BYTES = 256 << 20
+# How replay_times empties L2 before each sample:
+#   "write": zero a 256 MB buffer (triton.testing.do_bench's way). L2 is write-back, so the
+#            last ~50 MB of zeros are still dirty in L2 when the timed region starts; the
+#            kernel under test pays for writing them back to DRAM as it evicts them.
+#   "read":  read a 256 MB buffer (a sum). L2 then holds only clean lines of that buffer:
+#            nothing of the kernel's inputs and no pending write-back.
+FLUSH_MODES = ("write", "read")
+FLUSH_MODE = os.environ.get("KSPEC_FLUSH", "write")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,18 +130,35 @@ def capture_graph(fn, warmup: int = 2):
     return graph
 
 
-def replay_times(replay, reps: int, flush: bool = True) -> list:
+def flush_l2(mode: str | None = None) -> None:
+    """Empty L2 of everything a timed kernel reads (see FLUSH_MODE)."""
+    import torch
+
+    mode = FLUSH_MODE if mode is None else mode
+    buf = flush_buffer()
+    if mode == "write":
+        buf.zero_()
+    elif mode == "read":
+        words = buf.view(torch.int32)
+        key = ("sink", words.device)
+        if key not in _FLUSH:
+            _FLUSH[key] = torch.empty((), dtype=torch.int32, device=words.device)
+        torch.amax(words, dim=0, out=_FLUSH[key])
+    else:
+        raise ValueError(f"flush mode: one of {FLUSH_MODES}, got {mode!r}")
+
+
+def replay_times(replay, reps: int, flush: bool = True, flush_mode: str | None = None) -> list:
     """Per-sample µs of ``replay()`` (a graph replay or an eager call), L2 flushed before each."""
     import torch
 
-    buf = flush_buffer() if flush else None
     replay()  # first replay uploads the graph; keep it out of the samples
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):
-        if buf is not None:
-            buf.zero_()
+        if flush:
+            flush_l2(flush_mode)
         starts[i].record()
         replay()
         ends[i].record()
@@ -142,7 +167,7 @@ def replay_times(replay, reps: int, flush: bool = True) -> list:
 
 
 def time_graph(fn, reps: int = 30, warmup: int = 2, flush: bool = True,
-               allow_eager: bool = True) -> dict:
+               allow_eager: bool = True, flush_mode: str | None = None) -> dict:
     """Median/p10/p90 µs of one call of ``fn`` by CUDA-graph replay with L2 flushed.
 
     If capture fails (an op that syncs the host, an uncapturable allocation...), falls back to
@@ -161,9 +186,9 @@ def time_graph(fn, reps: int = 30, warmup: int = 2, flush: bool = True,
         if not allow_eager:
             raise
     if graph is not None:
-        samples = replay_times(graph.replay, reps, flush)
+        samples = replay_times(graph.replay, reps, flush, flush_mode)
     else:
-        samples = replay_times(fn, reps, flush)
+        samples = replay_times(fn, reps, flush, flush_mode)
     out = summarize(samples)
     out["graph"] = graph is not None
     if error:

@@ -131,6 +131,8 @@ TOPK_DEFAULT_OPTIONS = dict(_defaults.GENERAL_TOPK_OPTIONS)
 TOPK_MB_BUCKETS = ((0, 64), (65, 256), (257, 1024), (1025, None))
 TOPK_MB_REP = {(0, 64): 64, (65, 256): 256, (257, 1024): 1024, (1025, None): 1024}
 SELECTOR_STAGES = 2
+# Programmatic dependent launch of the selector after the scorer (sm_90: both are measured).
+SELECTOR_PDL = (False, True)
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -276,9 +278,10 @@ def selector_candidates(max_block, mb_bucket_hi, quick=False):
             for single in singles:
                 for adaptive in ((False, True) if c >= 2 else (False,)):
                     for w in ((4,) if quick else (2, 4, 8)):
-                        out.append(dict(topk_chunks=c, topk_tile=tile, single_tile=single,
-                                        adaptive_merge=adaptive, num_warps=w,
-                                        num_stages=SELECTOR_STAGES))
+                        for pdl in SELECTOR_PDL:
+                            out.append(dict(topk_chunks=c, topk_tile=tile, single_tile=single,
+                                            adaptive_merge=adaptive, pdl=pdl, num_warps=w,
+                                            num_stages=SELECTOR_STAGES))
     return out
 
 
@@ -912,8 +915,8 @@ def _times(times: dict) -> str:
 SCORE_PARAM_ORDER = {"index_score_split": ("kv_chunks", "high_batch", "num_warps", "num_stages"),
                      "index_score_balanced": ("program_budget", "num_warps", "num_stages"),
                      FUSED: ("kv_chunks", "topk_tile", "num_warps", "num_stages")}
-TOPK_PARAM_ORDER = ("topk_chunks", "topk_tile", "single_tile", "adaptive_merge", "num_warps",
-                    "num_stages")
+TOPK_PARAM_ORDER = ("topk_chunks", "topk_tile", "single_tile", "adaptive_merge", "pdl",
+                    "num_warps", "num_stages")
 
 
 def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: dict) -> str:

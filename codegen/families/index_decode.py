@@ -23,15 +23,25 @@ def check(registry) -> None:
     handles at most 16 chunks: a rule may only enable them where that is safe. The fused
     single-launch variant selects from one topk_tile of blocks: an `index_score` rule may only
     pick it for max_block ≤ topk_tile. (topk is not an `index_score` axis: where
-    next_pow2(topk) > topk_tile the host falls back to the two-kernel path.)"""
+    next_pow2(topk) > topk_tile the host falls back to the two-kernel path.) A selector rule may
+    ask for programmatic dependent launch (pdl) only on NVIDIA hardware of compute capability
+    ≥ 9.0."""
     _check_fused(registry)
     policy = registry.policies.get("index_topk")
     if policy is None:
         return
     names = [a.name for a in policy.axes]
     pos, topk_pos = names.index("max_block"), names.index("topk")
+    hw_pos = names.index("hardware")
     for rule in registry.tables["index_topk"]:
         params = dict(rule.params)
+        if params["pdl"]:
+            for name in rule.conds[hw_pos] or policy.axes[hw_pos].values:
+                hw = registry.hardware[name]
+                if hw.vendor != "nvidia" or hw.capability is None or hw.capability < (9, 0):
+                    raise SpecError(rule.loc, "Policy index_topk", "params.pdl",
+                                    f"programmatic dependent launch needs NVIDIA compute "
+                                    f"capability ≥ 9.0; the rule covers hardware {name!r}")
         widest = rule.conds[topk_pos].hi if rule.conds[topk_pos] is not None else None
         widest = policy.axes[topk_pos].hi if widest is None else widest
         if 1 << (widest - 1).bit_length() > params["topk_tile"]:
