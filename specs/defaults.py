@@ -9,7 +9,7 @@ DEFAULT_SPLIT = Buckets(axis="num_reqs", rows=(
     (65, 128, dict(kv_chunks=4)), (129, 256, dict(kv_chunks=2)), (257, None, dict(kv_chunks=1)),
 ))
 # Launch options of an untuned sm_90 split row (Triton's CUDA defaults, written out).
-UNTUNED_SPLIT_OPTIONS = dict(high_batch=False, num_warps=4, num_stages=3)
+UNTUNED_SPLIT_OPTIONS = dict(high_batch=False, static_chunks=False, num_warps=4, num_stages=3)
 
 # Upstream's general selector branch (§8.3): topk_chunks = pow2floor(min(16, 64 // (rows·heads))).
 GENERAL_TOPK = Buckets(axis="rows_x_heads", rows=(

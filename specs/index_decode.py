@@ -58,8 +58,12 @@ SPECS = [
     Variant(name="index_score_split", **SCORERS,
             doc="split-K scorer: grid (R, kv_chunks), contiguous block chunks per request",
             params=(Param(name="kv_chunks", kind="int", pow2=True, maximum=1024),
-                    Param(name="high_batch", kind="bool"), NUM_WARPS, NUM_STAGES),
-            defaults=dict(kv_chunks=32, high_batch=False, num_warps=None, num_stages=None)),
+                    Param(name="high_batch", kind="bool"),
+                    Param(name="static_chunks", kind="bool",
+                          doc="chunks cut from max_block, not from each request's length"),
+                    NUM_WARPS, NUM_STAGES),
+            defaults=dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=None,
+                          num_stages=None)),
     Variant(name="index_score_balanced", **SCORERS,
             doc="request-balanced scorer: grid budget + R - 1 over the requests' real blocks",
             params=(Param(name="program_budget", kind="int", maximum=1 << 20),
@@ -116,10 +120,10 @@ def split_rules(when, by, *, single=BACKEND_DEFAULT_OPTIONS, multi=MULTI_LANE_OP
                 high_batch=False, note=""):
     """Split-scorer rules over ``when`` for both lane kinds."""
     rules = [Rule(when={**when, **MULTI_LANE}, variant="index_score_split", by=by, note=note,
-                  params=dict(high_batch=high_batch, **multi))]
+                  params=dict(high_batch=high_batch, static_chunks=False, **multi))]
     for lane in SINGLE_LANE:
         rules.append(Rule(when={**when, **lane}, variant="index_score_split", by=by, note=note,
-                          params=dict(high_batch=high_batch, **single)))
+                          params=dict(high_batch=high_batch, static_chunks=False, **single)))
     return rules
 
 

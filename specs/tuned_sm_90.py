@@ -86,13 +86,13 @@ INDEX_SCORE = [
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(0, 64)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
              # measured: R32 31.58 µs
-             (17, 32, dict(kv_chunks=32, high_batch=False, num_warps=4, num_stages=2)),
+             (17, 32, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R64 49.22 µs
-             (33, 64, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
+             (33, 64, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R128 78.66 µs
-             (65, 256, dict(kv_chunks=32, high_batch=False, num_warps=4, num_stages=2)),
+             (65, 256, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # default (not measured)
-             (257, None, dict(kv_chunks=1, high_batch=False, num_warps=4, num_stages=3)),
+             (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
          variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
@@ -110,34 +110,34 @@ INDEX_SCORE = [
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
              # measured: R32 79.17 µs
-             (17, 32, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
+             (17, 32, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R64 138.40 µs
-             (33, 64, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
+             (33, 64, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R128 255.68 µs
-             (65, 256, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
+             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # default (not measured)
-             (257, None, dict(kv_chunks=1, high_batch=False, num_warps=4, num_stages=3)),
+             (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 65–256"),
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(257, 65534)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
              # measured: R1 23.46, R2 34.40 µs
-             (1, 2, dict(kv_chunks=512, high_batch=False, num_warps=4, num_stages=2)),
+             (1, 2, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R4 51.52 µs
-             (3, 4, dict(kv_chunks=512, high_batch=False, num_warps=4, num_stages=2)),
+             (3, 4, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R8 81.06 µs
-             (5, 8, dict(kv_chunks=1024, high_batch=False, num_warps=4, num_stages=2)),
+             (5, 8, dict(kv_chunks=1024, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R11 103.65 µs
-             (9, 11, dict(kv_chunks=512, high_batch=False, num_warps=4, num_stages=2)),
+             (9, 11, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R16 140.03 µs
-             (12, 16, dict(kv_chunks=512, high_batch=False, num_warps=4, num_stages=2)),
+             (12, 16, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R32 258.88 µs
-             (17, 32, dict(kv_chunks=256, high_batch=False, num_warps=4, num_stages=3)),
+             (17, 32, dict(kv_chunks=256, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
              # measured: R64 493.34 µs
-             (33, 64, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=3)),
+             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
              # measured: R128 965.02 µs
-             (65, 256, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=3)),
+             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
              # default (not measured)
-             (257, None, dict(kv_chunks=1, high_batch=False, num_warps=4, num_stages=3)),
+             (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 257–65534"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
          variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
@@ -149,9 +149,9 @@ INDEX_SCORE = [
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
              # measured: R8 16.13 µs
-             (5, 8, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
+             (5, 8, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R11 17.86 µs
-             (9, 11, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
+             (9, 11, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
          )), note="split, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
          variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
@@ -161,55 +161,55 @@ INDEX_SCORE = [
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
              # measured: R32 31.78 µs
-             (17, 32, dict(kv_chunks=32, high_batch=False, num_warps=4, num_stages=2)),
+             (17, 32, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R64 49.66 µs
-             (33, 64, dict(kv_chunks=32, high_batch=False, num_warps=4, num_stages=2)),
+             (33, 64, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R128 82.11 µs
-             (65, 256, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
+             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # default (not measured)
-             (257, None, dict(kv_chunks=1, high_batch=False, num_warps=4, num_stages=3)),
+             (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(65, 256)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
              # measured: R1 13.12, R2 16.42 µs
-             (1, 2, dict(kv_chunks=256, high_batch=False, num_warps=4, num_stages=1)),
+             (1, 2, dict(kv_chunks=256, high_batch=False, static_chunks=False, num_warps=4, num_stages=1)),
              # measured: R4 21.95 µs
-             (3, 4, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
+             (3, 4, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R8 31.87 µs
-             (5, 8, dict(kv_chunks=256, high_batch=False, num_warps=4, num_stages=2)),
+             (5, 8, dict(kv_chunks=256, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R11 38.56 µs
-             (9, 11, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
+             (9, 11, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R16 49.28 µs
-             (12, 16, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
+             (12, 16, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R32 79.26 µs
-             (17, 32, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
+             (17, 32, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R64 140.03 µs
-             (33, 64, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
+             (33, 64, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R128 260.45 µs
-             (65, 256, dict(kv_chunks=64, high_batch=False, num_warps=4, num_stages=2)),
+             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # default (not measured)
-             (257, None, dict(kv_chunks=1, high_batch=False, num_warps=4, num_stages=3)),
+             (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 2–8, max_block 65–256"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(257, 65534)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
              # measured: R1 24.13, R2 34.30 µs
-             (1, 2, dict(kv_chunks=512, high_batch=False, num_warps=4, num_stages=2)),
+             (1, 2, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R4 51.68 µs
-             (3, 4, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=2)),
+             (3, 4, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R8 81.86 µs
-             (5, 8, dict(kv_chunks=1024, high_batch=False, num_warps=4, num_stages=2)),
+             (5, 8, dict(kv_chunks=1024, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R11 104.77 µs
-             (9, 11, dict(kv_chunks=512, high_batch=False, num_warps=4, num_stages=2)),
+             (9, 11, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R16 141.38 µs
-             (12, 16, dict(kv_chunks=512, high_batch=False, num_warps=4, num_stages=2)),
+             (12, 16, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4, num_stages=2)),
              # measured: R32 260.48 µs
-             (17, 32, dict(kv_chunks=256, high_batch=False, num_warps=4, num_stages=3)),
+             (17, 32, dict(kv_chunks=256, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
              # measured: R64 499.62 µs
-             (33, 64, dict(kv_chunks=128, high_batch=False, num_warps=4, num_stages=3)),
+             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
              # measured: R128 979.84 µs
-             (65, 256, dict(kv_chunks=64, high_batch=False, num_warps=2, num_stages=3)),
+             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=2, num_stages=3)),
              # default (not measured)
-             (257, None, dict(kv_chunks=1, high_batch=False, num_warps=4, num_stages=3)),
+             (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4, num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 2–8, max_block 257–65534"),
     Rule(when={"hardware": "sm_90", "q_dtype": "fp16"},
          variant="index_score_split", params=_SPLIT_DEFAULT_OPTIONS, by=_SPLIT_DEFAULT,

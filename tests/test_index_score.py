@@ -278,6 +278,11 @@ def test_split_balanced_bitwise(pattern, H, Q, Qmax, D):
         assert torch.equal(_bits(bal), ref_bits), f"budget {budget}"
     split_many, _ = case.run("split", num_kv_chunks=7)
     assert torch.equal(_bits(split_many), ref_bits)
+    max_block = _cdiv(case.max_seq_len, BLOCK)
+    for chunks in (1, 3, 16):  # static chunks: cut from the capacity, some empty
+        static, _ = case.run("split", num_kv_chunks=chunks, static_chunks=True,
+                             max_block=max_block)
+        assert torch.equal(_bits(static), ref_bits), f"static, {chunks} chunks"
     assert_scores_match(split, case.reference())
 
 
@@ -406,7 +411,11 @@ def test_gpu_split_balanced_bitwise(pattern, H, Q, Qmax):
     configs = [("split", dict(num_kv_chunks=_split_chunks(R), num_warps=4, num_stages=2)),
                ("split", dict(num_kv_chunks=3, num_warps=2, num_stages=1)),
                ("balanced", dict(program_budget=1024, num_warps=2, num_stages=1)),
-               ("balanced", dict(program_budget=97, num_warps=4, num_stages=3))]
+               ("balanced", dict(program_budget=97, num_warps=4, num_stages=3)),
+               ("split", dict(num_kv_chunks=64, static_chunks=True, max_block=1024,
+                              num_warps=4, num_stages=2)),
+               ("split", dict(num_kv_chunks=512, static_chunks=True, max_block=1024,
+                              num_warps=4, num_stages=3))]
     for variant, kw in configs:
         out, _ = case.run(variant, **kw)
         assert torch.equal(_bits(out), want), (variant, kw)

@@ -983,8 +983,8 @@ def test_gpu_many_alternating_replays_counter_zero():
 
 PDL_CASES = [
     # (R, Q, max_seq_len, score_launch, topk_launch without pdl)
-    (1, 4, 8192, dict(variant="index_score_split", kv_chunks=64, high_batch=False, num_warps=4,
-                      num_stages=2),
+    (1, 4, 8192, dict(variant="index_score_split", kv_chunks=64, high_batch=False,
+                      static_chunks=True, num_warps=4, num_stages=2),
      dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False, num_warps=4,
           num_stages=2)),
     (11, 1, 131072, dict(variant="index_score_split", kv_chunks=512, high_batch=False,

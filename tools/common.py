@@ -4,8 +4,8 @@ GPU timing method (every number the tools report):
 
 * warm up the op eagerly on a side stream (Triton compiles, torch creates handles), then capture
   one call in a ``torch.cuda.CUDAGraph``;
-* per sample: flush L2 by zeroing a 256 MB buffer (outside the timed region), record a start
-  event, ``g.replay()``, record an end event; all samples are queued back to back and read after
+* per sample: flush L2 (outside the timed region; FLUSH_MODE below, default "read": a 256 MB
+  read, which leaves no dirty lines behind), record a start event, ``g.replay()``, record an end event; all samples are queued back to back and read after
   one synchronize, so the flush kernel (~60-100 µs) keeps the GPU busy while the host queues the
   next replay (no launch gap inside the timed region);
 * report the median, p10 and p90 in µs.
@@ -38,7 +38,7 @@ FLUSH_BYTES = 256 << 20
 #   "read":  read a 256 MB buffer (a sum). L2 then holds only clean lines of that buffer:
 #            nothing of the kernel's inputs and no pending write-back.
 FLUSH_MODES = ("write", "read")
-FLUSH_MODE = os.environ.get("KSPEC_FLUSH", "write")
+FLUSH_MODE = os.environ.get("KSPEC_FLUSH", "read")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,6 +292,7 @@ def env_info(smoke: bool = False) -> dict:
         "cuda": getattr(torch.version, "cuda", None),
         "hip": getattr(torch.version, "hip", None),
         "smoke": smoke,
+        "l2_flush": FLUSH_MODE,
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
     }
     if not smoke and torch.cuda.is_available():

@@ -22,22 +22,21 @@ import common  # noqa: E402
 import bench  # noqa: E402  (decode scenarios and inputs)
 
 
-def _kernels():
-    import triton
-    import triton.language as tl
-    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait  # noqa: E402
 
-    @triton.jit
-    def first(ptr, TRIGGER: tl.constexpr):
-        if TRIGGER:
-            gdc_launch_dependents()
 
-    @triton.jit
-    def second(ptr, WAIT: tl.constexpr):
-        if WAIT:
-            gdc_wait()
+@triton.jit
+def _first(ptr, TRIGGER: tl.constexpr):
+    if TRIGGER:
+        gdc_launch_dependents()
 
-    return first, second
+
+@triton.jit
+def _second(ptr, WAIT: tl.constexpr):
+    if WAIT:
+        gdc_wait()
 
 
 def main():
@@ -50,7 +49,7 @@ def main():
     import generated
     from generated import decode_indexer as di
 
-    first, second = _kernels()
+    first, second = _first, _second
     dummy = torch.zeros(16, dtype=torch.int32, device="cuda")
     rows = []
 

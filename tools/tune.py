@@ -119,6 +119,7 @@ FUSED = "index_decode_fused"
 FUSED_TILES = (128, 256, 512)
 FUSED_MAX_REQS = 16
 FUSED_OPTIONS = ((4, 2), (8, 2))
+STATIC_OPTIONS = ((4, 2), (4, 3))  # (num_warps, num_stages) of the static-chunk split candidates
 Q_BUCKETS = {1: (1, 1), 4: (2, None)}  # measured Q -> max_q bucket (None: axis hi)
 
 P_BUCKETS = ((1, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 128), (129, 256),
@@ -236,8 +237,13 @@ def scorer_candidates(R, max_block, sms, quick=False):
     if not chunks:
         chunks = [8]
     for c, (w, s) in itertools.product(chunks, options):
-        out.append(("index_score_split", dict(kv_chunks=c, high_batch=False, num_warps=w,
-                                              num_stages=s)))
+        out.append(("index_score_split", dict(kv_chunks=c, high_batch=False,
+                                              static_chunks=False, num_warps=w, num_stages=s)))
+    # static chunks (first page id fetched without waiting for seq_len), in the two regimes
+    # that win most often
+    for c, (w, s) in itertools.product(chunks, STATIC_OPTIONS):
+        out.append(("index_score_split", dict(kv_chunks=c, high_batch=False,
+                                              static_chunks=True, num_warps=w, num_stages=s)))
     if R <= 16:
         for k, (w, s) in itertools.product((1, 2, 4, 8), options):
             out.append(("index_score_balanced", dict(program_budget=sms * k, num_warps=w,
@@ -912,7 +918,8 @@ def _times(times: dict) -> str:
     return ", ".join(f"{k} {v:.2f}" for k, v in times.items())
 
 
-SCORE_PARAM_ORDER = {"index_score_split": ("kv_chunks", "high_batch", "num_warps", "num_stages"),
+SCORE_PARAM_ORDER = {"index_score_split": ("kv_chunks", "high_batch", "static_chunks", "num_warps",
+                                           "num_stages"),
                      "index_score_balanced": ("program_budget", "num_warps", "num_stages"),
                      FUSED: ("kv_chunks", "topk_tile", "num_warps", "num_stages")}
 TOPK_PARAM_ORDER = ("topk_chunks", "topk_tile", "single_tile", "adaptive_merge", "pdl",
@@ -941,7 +948,7 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w("                       UNTUNED_SPLIT_OPTIONS)")
     w("")
     w("MEASURED = dict(")
-    for k in ("date", "device", "torch", "triton", "command"):
+    for k in ("date", "device", "torch", "triton", "l2_flush", "command"):
         w(f"    {k}={_lit(str(meta.get(k, '')))},")
     w(")")
     w("")
