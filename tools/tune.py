@@ -291,6 +291,19 @@ def selector_candidates(max_block, mb_bucket_hi, quick=False):
     return out
 
 
+def scoring_selector(P, max_block):
+    """The selector the scorer candidates are timed with: the one the current sm_90 table picks
+    at this point (pdl included), so that two-kernel candidates are not judged with a slower
+    selector than they will run with; upstream's default where the table cannot say."""
+    import importlib
+
+    try:
+        mod = importlib.import_module("generated.decode_indexer")
+        return {"pdl": False, **mod._topk_row("sm_90", TOPK, max_block, P).params}
+    except (ImportError, AttributeError, KeyError, ValueError):
+        return default_selector(P)
+
+
 def default_selector(P):
     """Upstream's general branch (the untuned default) for P = rows × heads."""
     for lo, hi, c in TOPK_DEFAULT_CHUNKS:
@@ -478,7 +491,7 @@ class Tuner:
             ctx = MB_REP_CTX[mb]
             inp = _decode_inputs(self.torch, R, Q, ctx, self.device)
             P = R * Q
-            fixed_sel = default_selector(P)
+            fixed_sel = scoring_selector(P, mb)
             d_var, d_par = default_scorer(R)
             ref = (_run_decode(dec, inp, d_var, d_par, fixed_sel).clone(),
                    inp["table"].clone(), inp["ctx_out"].clone())
@@ -617,7 +630,7 @@ class Tuner:
                                 ("router_splitk", (K, N, dt), (p, ROUTER_REPS[(lo, hi)][-1])))
         if "scorer" in sections or "selector" in sections:
             for R, Q, mb in self.decode_points():
-                fixed_sel = default_selector(R * Q)
+                fixed_sel = scoring_selector(R * Q, mb)
                 sels = [fixed_sel]
                 if "scorer" in sections:
                     for variant, params in scorer_candidates(R, mb, self.sms, self.args.quick):
@@ -1000,7 +1013,7 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w("_TUNED = {" + _when(tuned)[1:].replace(', "head_dim"', ',\n          "head_dim"'))
     w("")
     w("# Decode scorer. Measured: bf16 query and cache, head_dim 128, one index head (H = 1),")
-    w("# end to end (scores + selection + page-16 table, fixed selector), by Qmax bucket ×")
+    w("# end to end (scores + selection + page-16 table, selector of the previous table), by Qmax bucket ×")
     w("# max_block bucket × request bucket. Everything else: the default split grid, untuned.")
     w("# `index_decode_fused` rows: scorer + selector in one launch (max_block ≤ topk_tile).")
     w("INDEX_SCORE = [")
