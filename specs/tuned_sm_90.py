@@ -10,12 +10,12 @@ from .defaults import (DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS,
                        UNTUNED_SPLIT_OPTIONS)
 
 MEASURED = dict(
-    date="2026-11-29 11:29:35 UTC",
+    date="2026-11-29 11:44:37 UTC",
     device="NVIDIA H200",
     torch="2.11.0+cu130",
     triton="3.6.0",
     l2_flush="",
-    command="python3 tools/tune.py --write-specs --out /root/out --budget-s 400",
+    command="python3 tools/tune.py --write-specs --out /root/out --budget-s 420",
 )
 
 
@@ -32,29 +32,29 @@ def _router(rows):
 # x dtype (bf16, fp32), over both kernels
 ROUTER_GEMM = {
     (3072, 256): _router((
-        (1, 4, 1, 512, 4),  # measured: M1 bf16 5.41, M1 fp32 5.79, M4 bf16 5.98, M4 fp32 6.08 µs
-        (5, 16, 4, 1024, 4),  # measured: M8 bf16 6.46, M8 fp32 7.30, M16 bf16 8.90, M16 fp32 10.21 µs
-        (17, 32, 4, 256, 1),  # measured: M32 bf16 10.98, M32 fp32 13.79 µs
+        (1, 4, 1, 1024, 8),  # measured: M1 bf16 5.92, M1 fp32 5.60, M4 bf16 6.98, M4 fp32 6.82 µs
+        (5, 16, 4, 1024, 4),  # measured: M8 bf16 6.85, M8 fp32 7.52, M16 bf16 9.31, M16 fp32 10.88 µs
+        (17, 32, 4, 256, 1),  # measured: M32 bf16 11.33, M32 fp32 14.11 µs
     )),
     (4096, 8): _router((
-        (1, 4, 1, 2048, 16),  # measured: M1 bf16 4.42, M1 fp32 4.61, M4 bf16 4.48, M4 fp32 4.42 µs
-        (5, 16, 4, 4096, 16),  # measured: M8 bf16 4.83, M8 fp32 4.99, M16 bf16 4.93, M16 fp32 5.02 µs
-        (17, 32, 4, 4096, 16),  # measured: M32 bf16 4.74, M32 fp32 5.60 µs
+        (1, 4, 1, 4096, 16),  # measured: M1 bf16 4.93, M1 fp32 4.54, M4 bf16 5.06, M4 fp32 4.80 µs
+        (5, 16, 4, 4096, 16),  # measured: M8 bf16 5.12, M8 fp32 5.34, M16 bf16 5.15, M16 fp32 5.34 µs
+        (17, 32, 4, 4096, 16),  # measured: M32 bf16 5.66, M32 fp32 5.63 µs
     )),
     (4096, 192): _router((
-        (1, 4, 1, 1024, 8),  # measured: M1 bf16 5.12, M1 fp32 5.57, M4 bf16 6.27, M4 fp32 6.88 µs
-        (5, 16, 4, 2048, 8),  # measured: M8 bf16 7.10, M8 fp32 7.10, M16 bf16 8.70, M16 fp32 9.60 µs
-        (17, 32, 4, 512, 2),  # measured: M32 bf16 12.03, M32 fp32 11.52 µs
+        (1, 4, 4, 2048, 8),  # measured: M1 bf16 5.95, M1 fp32 5.76, M4 bf16 6.59, M4 fp32 6.62 µs
+        (5, 16, 4, 2048, 8),  # measured: M8 bf16 6.94, M8 fp32 7.58, M16 bf16 8.99, M16 fp32 9.73 µs
+        (17, 32, 4, 1024, 4),  # measured: M32 bf16 12.32, M32 fp32 13.79 µs
     )),
     (6144, 128): _router((
-        (1, 4, 1, 2048, 8),  # measured: M1 bf16 5.82, M1 fp32 5.63, M4 bf16 6.30, M4 fp32 5.92 µs
-        (5, 16, 4, 2048, 16),  # measured: M8 bf16 6.50, M8 fp32 6.69, M16 bf16 8.83, M16 fp32 9.31 µs
-        (17, 32, 4, 512, 4),  # measured: M32 bf16 10.53, M32 fp32 14.62 µs
+        (1, 4, 1, 2048, 16),  # measured: M1 bf16 5.57, M1 fp32 5.73, M4 bf16 6.43, M4 fp32 6.72 µs
+        (5, 16, 4, 2048, 16),  # measured: M8 bf16 7.14, M8 fp32 7.14, M16 bf16 9.31, M16 fp32 9.54 µs
+        (17, 32, 4, 512, 4),  # measured: M32 bf16 10.94, M32 fp32 14.40 µs
     )),
     (6144, 256): _router((
-        (1, 4, 1, 1024, 8),  # measured: M1 bf16 6.27, M1 fp32 6.43, M4 bf16 7.90, M4 fp32 7.62 µs
-        (5, 16, 4, 512, 4),  # measured: M8 bf16 9.95, M8 fp32 8.10, M16 bf16 10.40, M16 fp32 13.82 µs
-        (17, 32, 4, 256, 1),  # measured: M32 bf16 16.96, M32 fp32 18.88 µs
+        (1, 4, 4, 2048, 8),  # measured: M1 bf16 6.94, M1 fp32 6.62, M4 bf16 7.62, M4 fp32 8.61 µs
+        (5, 16, 4, 512, 4),  # measured: M8 bf16 10.37, M8 fp32 8.42, M16 bf16 10.91, M16 fp32 14.37 µs
+        (17, 32, 4, 256, 1),  # measured: M32 bf16 17.09, M32 fp32 19.78 µs
     )),
 }
 
@@ -67,151 +67,165 @@ _TUNED = {"hardware": "sm_90", "q_dtype": "bf16", "cache_dtype": "bf16",
           "head_dim": 128, "num_heads": 1}
 
 # Decode scorer. Measured: bf16 query and cache, head_dim 128, one index head (H = 1),
-# end to end (scores + selection + page-16 table, fixed selector), by Qmax bucket ×
+# end to end (scores + selection + page-16 table, selector of the previous table), by Qmax bucket ×
 # max_block bucket × request bucket. Everything else: the default split grid, untuned.
 # `index_decode_fused` rows: scorer + selector in one launch (max_block ≤ topk_tile).
 INDEX_SCORE = [
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(0, 64)},
-         variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 8.90, R2 9.31 µs
-             (1, 2, dict(kv_chunks=64, topk_tile=128, num_warps=4, num_stages=2)),
-             # measured: R4 10.53 µs
-             (3, 4, dict(kv_chunks=64, topk_tile=128, num_warps=4, num_stages=2)),
-             # measured: R8 13.02 µs
-             (5, 8, dict(kv_chunks=64, topk_tile=128, num_warps=4, num_stages=2)),
-             # measured: R11 14.82 µs
-             (9, 11, dict(kv_chunks=32, topk_tile=128, num_warps=8, num_stages=2)),
-             # measured: R16 16.61 µs
-             (12, 16, dict(kv_chunks=32, topk_tile=128, num_warps=4, num_stages=2)),
-         )), note="fused, bf16 D128 H1, Qmax 1, max_block 0–64"),
-    Rule(when={**_TUNED, "max_q": 1, "max_block": between(0, 64)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R32 25.60 µs
-             (17, 32, dict(kv_chunks=16, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R1 7.55, R2 8.42 µs
+             (1, 2, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
+                         num_stages=1)),
+             # measured: R4 9.76 µs
+             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=2,
+                         num_stages=3)),
+             # measured: R8 12.00 µs
+             (5, 8, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
+                         num_stages=3)),
+             # measured: R11 13.95 µs
+             (9, 11, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
+                          num_stages=2)),
+             # measured: R16 15.81 µs
+             (12, 16, dict(kv_chunks=16, high_batch=False, static_chunks=False, num_warps=2,
+                           num_stages=3)),
+             # measured: R32 23.65 µs
+             (17, 32, dict(kv_chunks=16, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R64 40.96 µs
-             (33, 64, dict(kv_chunks=32, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R64 38.40 µs
+             (33, 64, dict(kv_chunks=8, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R128 70.24 µs
-             (65, 256, dict(kv_chunks=32, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R128 67.84 µs
+             (65, 256, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
                             num_stages=2)),
              # default (not measured)
              (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4,
                               num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
+         variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
+             # measured: R1 10.88, R2 12.80 µs
+             (1, 2, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
+                         num_stages=3)),
+             # measured: R4 16.19 µs
+             (3, 4, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
+                         num_stages=2)),
+         )), note="split, bf16 D128 H1, Qmax 1, max_block 65–256"),
+    Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
          variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 11.52, R2 13.25 µs
-             (1, 2, dict(kv_chunks=256, topk_tile=256, num_warps=4, num_stages=2)),
-             # measured: R4 16.67 µs
-             (3, 4, dict(kv_chunks=128, topk_tile=256, num_warps=4, num_stages=2)),
-             # measured: R8 24.80 µs
+             # measured: R8 24.64 µs
              (5, 8, dict(kv_chunks=64, topk_tile=256, num_warps=4, num_stages=2)),
-             # measured: R11 30.27 µs
-             (9, 11, dict(kv_chunks=32, topk_tile=256, num_warps=4, num_stages=2)),
-             # measured: R16 40.61 µs
-             (12, 16, dict(kv_chunks=32, topk_tile=256, num_warps=4, num_stages=2)),
          )), note="fused, bf16 D128 H1, Qmax 1, max_block 65–256"),
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
+         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
+             # measured: R11 30.43 µs
+             (9, 11, dict(program_budget=264, num_warps=2, num_stages=3)),
+         )), note="balanced, bf16 D128 H1, Qmax 1, max_block 65–256"),
+    Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R32 70.75 µs
+             # measured: R16 39.42 µs
+             (12, 16, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
+                           num_stages=2)),
+             # measured: R32 69.25 µs
              (17, 32, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
                            num_stages=2)),
-             # measured: R64 129.25 µs
-             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R64 127.36 µs
+             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R128 247.36 µs
-             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
-                            num_stages=3)),
+             # measured: R128 242.18 µs
+             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
+                            num_stages=2)),
              # default (not measured)
              (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4,
                               num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 65–256"),
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(257, 65534)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 19.94, R2 28.42 µs
-             (1, 2, dict(kv_chunks=512, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R1 17.63, R2 26.05 µs
+             (1, 2, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
                          num_stages=2)),
-             # measured: R4 43.36 µs
-             (3, 4, dict(kv_chunks=512, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R4 40.67 µs
+             (3, 4, dict(kv_chunks=1024, high_batch=False, static_chunks=True, num_warps=4,
                          num_stages=2)),
-             # measured: R8 72.35 µs
-             (5, 8, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R8 69.76 µs
+             (5, 8, dict(kv_chunks=512, high_batch=False, static_chunks=True, num_warps=4,
                          num_stages=2)),
-             # measured: R11 94.78 µs
+             # measured: R11 92.48 µs
              (9, 11, dict(kv_chunks=512, high_batch=False, static_chunks=True, num_warps=4,
                           num_stages=2)),
-             # measured: R16 130.75 µs
+             # measured: R16 128.32 µs
              (12, 16, dict(kv_chunks=512, high_batch=False, static_chunks=True, num_warps=4,
                            num_stages=2)),
-             # measured: R32 250.30 µs
+             # measured: R32 243.39 µs
              (17, 32, dict(kv_chunks=256, high_batch=False, static_chunks=True, num_warps=4,
-                           num_stages=2)),
-             # measured: R64 484.90 µs
-             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
                            num_stages=3)),
-             # measured: R128 957.66 µs
-             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
-                            num_stages=2)),
+             # measured: R64 473.82 µs
+             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
+                           num_stages=3)),
+             # measured: R128 934.02 µs
+             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
+                            num_stages=3)),
              # default (not measured)
              (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4,
                               num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 257–65534"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
-         variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 9.22, R2 10.02 µs
-             (1, 2, dict(kv_chunks=64, topk_tile=128, num_warps=4, num_stages=2)),
-             # measured: R4 10.88 µs
-             (3, 4, dict(kv_chunks=64, topk_tile=128, num_warps=4, num_stages=2)),
-             # measured: R8 13.22 µs
-             (5, 8, dict(kv_chunks=64, topk_tile=128, num_warps=4, num_stages=2)),
-             # measured: R11 15.39 µs
-             (9, 11, dict(kv_chunks=32, topk_tile=128, num_warps=8, num_stages=2)),
-         )), note="fused, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
+         variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
+             # measured: R1 7.68, R2 8.29 µs
+             (1, 2, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
+                         num_stages=2)),
+             # measured: R4 9.92 µs
+             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
+                         num_stages=3)),
+         )), note="split, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
+    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
+         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
+             # measured: R8 12.35 µs
+             (5, 8, dict(program_budget=528, num_warps=4, num_stages=2)),
+             # measured: R11 13.79 µs
+             (9, 11, dict(program_budget=528, num_warps=4, num_stages=2)),
+         )), note="balanced, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R16 18.21 µs
-             (12, 16, dict(kv_chunks=16, high_batch=False, static_chunks=False, num_warps=2,
+             # measured: R16 15.74 µs
+             (12, 16, dict(kv_chunks=16, high_batch=False, static_chunks=True, num_warps=4,
                            num_stages=3)),
-             # measured: R32 25.54 µs
-             (17, 32, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R32 24.35 µs
+             (17, 32, dict(kv_chunks=16, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R64 41.60 µs
-             (33, 64, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R64 39.49 µs
+             (33, 64, dict(kv_chunks=8, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R128 73.98 µs
-             (65, 256, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R128 69.02 µs
+             (65, 256, dict(kv_chunks=32, high_batch=False, static_chunks=True, num_warps=4,
                             num_stages=2)),
              # default (not measured)
              (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4,
                               num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(65, 256)},
-         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 12.22, R2 14.56 µs
-             (1, 2, dict(program_budget=528, num_warps=4, num_stages=2)),
-         )), note="balanced, bf16 D128 H1, Qmax 2–8, max_block 65–256"),
-    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(65, 256)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R4 18.21 µs
-             (3, 4, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R1 10.59, R2 13.54 µs
+             (1, 2, dict(kv_chunks=256, high_batch=False, static_chunks=False, num_warps=4,
                          num_stages=2)),
-             # measured: R8 25.73 µs
-             (5, 8, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R4 16.45 µs
+             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
                          num_stages=3)),
-             # measured: R11 31.20 µs
+             # measured: R8 25.06 µs
+             (5, 8, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
+                         num_stages=2)),
+             # measured: R11 31.04 µs
              (9, 11, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
                           num_stages=2)),
-             # measured: R16 40.86 µs
-             (12, 16, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R16 40.38 µs
+             (12, 16, dict(kv_chunks=16, high_batch=False, static_chunks=True, num_warps=4,
+                           num_stages=3)),
+             # measured: R32 69.34 µs
+             (17, 32, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
                            num_stages=2)),
-             # measured: R32 71.14 µs
-             (17, 32, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
-                           num_stages=2)),
-             # measured: R64 131.01 µs
+             # measured: R64 128.29 µs
              (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R128 252.45 µs
+             # measured: R128 244.67 µs
              (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
                             num_stages=2)),
              # default (not measured)
@@ -219,36 +233,33 @@ INDEX_SCORE = [
                               num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 2–8, max_block 65–256"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(257, 65534)},
-         variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 20.93, R2 28.48 µs
-             (1, 2, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
-                         num_stages=3)),
-         )), note="split, bf16 D128 H1, Qmax 2–8, max_block 257–65534"),
-    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(257, 65534)},
          variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
-             # measured: R4 42.91 µs
-             (3, 4, dict(program_budget=528, num_warps=4, num_stages=2)),
+             # measured: R1 18.66, R2 26.43 µs
+             (1, 2, dict(program_budget=528, num_warps=4, num_stages=2)),
          )), note="balanced, bf16 D128 H1, Qmax 2–8, max_block 257–65534"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(257, 65534)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R8 74.62 µs
-             (5, 8, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R4 42.21 µs
+             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
+                         num_stages=3)),
+             # measured: R8 70.56 µs
+             (5, 8, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
                          num_stages=2)),
-             # measured: R11 96.10 µs
+             # measured: R11 92.99 µs
              (9, 11, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
                           num_stages=2)),
-             # measured: R16 132.58 µs
-             (12, 16, dict(kv_chunks=512, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R16 128.99 µs
+             (12, 16, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R32 252.03 µs
-             (17, 32, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R32 245.50 µs
+             (17, 32, dict(kv_chunks=256, high_batch=False, static_chunks=True, num_warps=4,
+                           num_stages=2)),
+             # measured: R64 479.52 µs
+             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
                            num_stages=3)),
-             # measured: R64 491.71 µs
-             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
-                           num_stages=3)),
-             # measured: R128 972.96 µs
+             # measured: R128 947.97 µs
              (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
-                            num_stages=2)),
+                            num_stages=3)),
              # default (not measured)
              (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4,
                               num_stages=3)),
@@ -288,121 +299,121 @@ INDEX_SCORE = [
 INDEX_TOPK = [
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(0, 64)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
-             # measured: R1Q1 7.71, R2Q1 8.32 µs
+             # measured: R1Q1 7.71, R2Q1 8.26 µs
              (1, 2, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
                          pdl=True, num_warps=4, num_stages=2)),
-             # measured: R1Q4 7.84, R4Q1 9.86 µs
+             # measured: R1Q4 7.74, R4Q1 9.89 µs
              (3, 4, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
-                         pdl=True, num_warps=4, num_stages=2)),
-             # measured: R2Q4 8.16, R8Q1 11.97 µs
+                         pdl=True, num_warps=8, num_stages=2)),
+             # measured: R2Q4 8.61, R8Q1 12.03 µs
              (5, 8, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
                          pdl=True, num_warps=4, num_stages=2)),
-             # measured: R4Q4 9.63, R11Q1 14.05, R16Q1 15.81 µs
+             # measured: R4Q4 9.95, R11Q1 14.02, R16Q1 15.52 µs
              (9, 16, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
-                          pdl=True, num_warps=8, num_stages=2)),
-             # measured: R8Q4 12.16, R32Q1 24.00 µs
+                          pdl=True, num_warps=4, num_stages=2)),
+             # measured: R8Q4 12.99, R32Q1 24.06 µs
              (17, 32, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
                            pdl=True, num_warps=4, num_stages=2)),
-             # measured: R11Q4 14.05, R16Q4 16.74, R64Q1 40.16 µs
+             # measured: R11Q4 13.54, R16Q4 16.35, R64Q1 38.88 µs
              (33, 64, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
-                           pdl=True, num_warps=4, num_stages=2)),
-             # measured: R32Q4 24.51, R128Q1 69.15 µs
+                           pdl=True, num_warps=8, num_stages=2)),
+             # measured: R32Q4 23.33, R128Q1 68.26 µs
              (65, 128, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
-                            pdl=False, num_warps=4, num_stages=2)),
-             # measured: R64Q4 39.81 µs
+                            pdl=True, num_warps=4, num_stages=2)),
+             # measured: R64Q4 38.53 µs
              (129, 256, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
-                             pdl=False, num_warps=2, num_stages=2)),
-             # measured: R128Q4 69.95 µs
+                             pdl=True, num_warps=4, num_stages=2)),
+             # measured: R128Q4 69.09 µs
              (257, None, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
                               pdl=False, num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 0–64"),
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(65, 256)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
-             # measured: R1Q1 11.17, R2Q1 13.18 µs
+             # measured: R1Q1 10.59, R2Q1 12.80 µs
              (1, 2, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
-                         pdl=True, num_warps=8, num_stages=2)),
-             # measured: R1Q4 10.62, R4Q1 16.32 µs
+                         pdl=True, num_warps=4, num_stages=2)),
+             # measured: R1Q4 10.34, R4Q1 16.22 µs
              (3, 4, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
                          pdl=True, num_warps=8, num_stages=2)),
-             # measured: R2Q4 14.34, R8Q1 24.93 µs
-             (5, 8, dict(topk_chunks=1, topk_tile=128, single_tile=False, adaptive_merge=False,
+             # measured: R2Q4 12.61, R8Q1 24.67 µs
+             (5, 8, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
                          pdl=True, num_warps=8, num_stages=2)),
-             # measured: R4Q4 16.74, R11Q1 31.42, R16Q1 41.95 µs
+             # measured: R4Q4 16.70, R11Q1 30.62, R16Q1 39.17 µs
              (9, 16, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
                           pdl=True, num_warps=8, num_stages=2)),
-             # measured: R8Q4 25.38, R32Q1 70.30 µs
-             (17, 32, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
+             # measured: R8Q4 24.90, R32Q1 70.30 µs
+             (17, 32, dict(topk_chunks=1, topk_tile=128, single_tile=False, adaptive_merge=False,
+                           pdl=True, num_warps=8, num_stages=2)),
+             # measured: R11Q4 31.33, R16Q4 40.48, R64Q1 127.68 µs
+             (33, 64, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
                            pdl=False, num_warps=4, num_stages=2)),
-             # measured: R11Q4 30.94, R16Q4 41.92, R64Q1 129.06 µs
-             (33, 64, dict(topk_chunks=1, topk_tile=128, single_tile=False, adaptive_merge=False,
-                           pdl=True, num_warps=4, num_stages=2)),
-             # measured: R32Q4 70.82, R128Q1 246.91 µs
+             # measured: R32Q4 70.05, R128Q1 241.57 µs
              (65, 128, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
-                            pdl=False, num_warps=8, num_stages=2)),
-             # measured: R64Q4 130.56 µs
+                            pdl=False, num_warps=4, num_stages=2)),
+             # measured: R64Q4 128.67 µs
              (129, 256, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
-                             pdl=False, num_warps=4, num_stages=2)),
-             # measured: R128Q4 250.24 µs
+                             pdl=False, num_warps=8, num_stages=2)),
+             # measured: R128Q4 245.02 µs
              (257, None, dict(topk_chunks=1, topk_tile=128, single_tile=False, adaptive_merge=False,
                               pdl=False, num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 65–256"),
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(257, 1024)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
-             # measured: R1Q1 19.33, R2Q1 27.14 µs
+             # measured: R1Q1 18.34, R2Q1 25.89 µs
              (1, 2, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
-                         pdl=True, num_warps=2, num_stages=2)),
-             # measured: R1Q4 18.66, R4Q1 41.38 µs
-             (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                          pdl=True, num_warps=4, num_stages=2)),
-             # measured: R2Q4 26.78, R8Q1 71.01 µs
+             # measured: R1Q4 18.08, R4Q1 41.44 µs
+             (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
+                         pdl=True, num_warps=4, num_stages=2)),
+             # measured: R2Q4 25.92, R8Q1 69.15 µs
              (5, 8, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
                          pdl=True, num_warps=4, num_stages=2)),
-             # measured: R4Q4 42.85, R11Q1 94.14, R16Q1 130.05 µs
-             (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
-                          pdl=False, num_warps=2, num_stages=2)),
-             # measured: R8Q4 71.78, R32Q1 248.29 µs
+             # measured: R4Q4 40.64, R11Q1 91.62, R16Q1 127.71 µs
+             (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+                          pdl=True, num_warps=4, num_stages=2)),
+             # measured: R8Q4 70.75, R32Q1 244.00 µs
              (17, 32, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
                            pdl=True, num_warps=4, num_stages=2)),
-             # measured: R11Q4 94.69, R16Q4 131.65, R64Q1 483.87 µs
-             (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
+             # measured: R11Q4 92.86, R16Q4 128.90, R64Q1 473.79 µs
+             (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                            pdl=True, num_warps=4, num_stages=2)),
-             # measured: R32Q4 252.03, R128Q1 957.15 µs
+             # measured: R32Q4 245.50, R128Q1 934.75 µs
              (65, 128, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
                             pdl=True, num_warps=4, num_stages=2)),
-             # measured: R64Q4 489.98 µs
+             # measured: R64Q4 479.42 µs
              (129, 256, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
                              pdl=True, num_warps=2, num_stages=2)),
-             # measured: R128Q4 970.21 µs
+             # measured: R128Q4 948.38 µs
              (257, None, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
                               pdl=True, num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 257–1024"),
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(1025, 65534)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
-             # measured: R1Q1 19.14, R2Q1 27.26 µs
+             # measured: R1Q1 18.30, R2Q1 26.02 µs
              (1, 2, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
-                         pdl=True, num_warps=2, num_stages=2)),
-             # measured: R1Q4 18.66, R4Q1 41.38 µs
-             (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                          pdl=True, num_warps=4, num_stages=2)),
-             # measured: R2Q4 27.30, R8Q1 71.04 µs
+             # measured: R1Q4 18.43, R4Q1 41.06 µs
+             (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+                         pdl=True, num_warps=2, num_stages=2)),
+             # measured: R2Q4 26.08, R8Q1 70.14 µs
              (5, 8, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                          pdl=True, num_warps=4, num_stages=2)),
-             # measured: R4Q4 42.88, R11Q1 94.40, R16Q1 130.40 µs
+             # measured: R4Q4 40.64, R11Q1 91.62, R16Q1 127.71 µs
              (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
-                          pdl=False, num_warps=4, num_stages=2)),
-             # measured: R8Q4 72.10, R32Q1 247.62 µs
+                          pdl=True, num_warps=4, num_stages=2)),
+             # measured: R8Q4 70.91, R32Q1 244.38 µs
              (17, 32, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
-                           pdl=True, num_warps=4, num_stages=2)),
-             # measured: R11Q4 94.98, R16Q4 131.58, R64Q1 483.10 µs
+                           pdl=True, num_warps=2, num_stages=2)),
+             # measured: R11Q4 92.86, R16Q4 128.90, R64Q1 473.79 µs
              (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                            pdl=True, num_warps=4, num_stages=2)),
-             # measured: R32Q4 252.10, R128Q1 957.79 µs
+             # measured: R32Q4 245.54, R128Q1 935.20 µs
              (65, 128, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                             pdl=True, num_warps=4, num_stages=2)),
-             # measured: R64Q4 490.18 µs
+             # measured: R64Q4 480.03 µs
              (129, 256, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
-                             pdl=False, num_warps=2, num_stages=2)),
-             # measured: R128Q4 970.69 µs
+                             pdl=True, num_warps=2, num_stages=2)),
+             # measured: R128Q4 949.22 µs
              (257, None, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                               pdl=True, num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 1025–65534"),
