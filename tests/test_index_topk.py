@@ -1049,3 +1049,50 @@ def test_gpu_pdl_selector_is_exact_eager_and_graphed(R, Q, max_seq_len, score_la
                 t.fill_(POISON_OUT)
             graphs[pdl].replay()
         same()
+
+
+def test_pdl_row_runs_as_plain_launch_where_unavailable(monkeypatch, caplog):
+    """A pdl selector row gives the same results without programmatic dependent launch (the
+    interpreter has none) and the dispatch log says the launch was a plain one."""
+    import logging
+
+    from generated import _runtime
+
+    monkeypatch.setenv("KSPEC_LOG_DISPATCH", "1")
+    monkeypatch.setattr(_runtime, "_seen_keys", set())
+    caplog.set_level(logging.INFO, logger="generated")
+    inputs, max_block = make_decode_inputs(1, 1, [700, 129], seed=4)
+    score = dict(variant="index_score_split", kv_chunks=4, high_batch=False, static_chunks=True,
+                 num_warps=4, num_stages=2)
+    sel = dict(topk_chunks=2, topk_tile=128, single_tile=False, adaptive_merge=True,
+               num_warps=4, num_stages=1)
+    outs = []
+    for pdl in (True, False):  # the log holds the first launch of a dispatch key
+        counter = torch.zeros((1, 2), dtype=torch.int32, device=DEVICE)
+        outs.append(generated.index_decode_with_launch(
+            score, {**sel, "pdl": pdl}, **inputs, topk=4, init_blocks=0, local_blocks=1,
+            num_kv_heads=1, decode_query_len=1, max_decode_query_len=1,
+            completion_counter=counter, hardware="sm_90"))
+        assert int(counter.abs().sum()) == 0
+    assert torch.equal(outs[0], outs[1])
+    msgs = [r.getMessage() for r in caplog.records if "index_decode" in r.getMessage()]
+    assert any("pdl unavailable on this device: plain launch" in m for m in msgs), msgs
+
+
+def test_explain_reports_pdl_and_static_chunks():
+    e = generated.explain_index_decode("sm_90", "bf16", "bf16", 128, 16, 1024, 64, 1, 16, 4)
+    assert isinstance(e["pdl"], bool) and isinstance(e["static_chunks"], bool)
+    for hw in ("gfx950", "generic"):  # upstream policies: neither
+        e = generated.explain_index_decode(hw, "bf16", "bf16", 128, 16, 1024, 64, 1, 16, 4)
+        assert e["pdl"] is False and e["static_chunks"] is False
+
+
+def test_static_chunks_needs_max_block():
+    from generated.index_score import launch_score_split
+
+    inputs, _ = make_decode_inputs(1, 1, [300], seed=1)
+    scores = torch.empty((1, 1, 16), dtype=torch.float32, device=DEVICE)
+    with pytest.raises(ValueError, match="max_block: static_chunks needs"):
+        launch_score_split(inputs["idx_q"], inputs["index_kv_cache"], inputs["block_table"],
+                           inputs["seq_lens"], scores, 0, 1, 1, 1, num_kv_chunks=2,
+                           static_chunks=True)
