@@ -14,7 +14,7 @@ MEASURED = dict(
     device="NVIDIA H200",
     torch="2.11.0+cu130",
     triton="3.6.0",
-    l2_flush="",
+    l2_flush="read",
     command="python3 tools/tune.py --write-specs --out /root/out --budget-s 420",
 )
 
@@ -67,8 +67,9 @@ _TUNED = {"hardware": "sm_90", "q_dtype": "bf16", "cache_dtype": "bf16",
           "head_dim": 128, "num_heads": 1}
 
 # Decode scorer. Measured: bf16 query and cache, head_dim 128, one index head (H = 1),
-# end to end (scores + selection + page-16 table, selector of the previous table), by Qmax bucket ×
-# max_block bucket × request bucket. Everything else: the default split grid, untuned.
+# end to end (scores + selection + page-16 table, selector of the previous table), by
+# Qmax bucket × max_block bucket × request bucket. Everything else: the default split
+# grid, untuned.
 # `index_decode_fused` rows: scorer + selector in one launch (max_block ≤ topk_tile).
 INDEX_SCORE = [
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(0, 64)},

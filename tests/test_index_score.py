@@ -283,6 +283,9 @@ def test_split_balanced_bitwise(pattern, H, Q, Qmax, D):
         static, _ = case.run("split", num_kv_chunks=chunks, static_chunks=True,
                              max_block=max_block)
         assert torch.equal(_bits(static), ref_bits), f"static, {chunks} chunks"
+    case.block_table = case.block_table[:, :max_block].contiguous()  # exactly max_block wide
+    static, _ = case.run("split", num_kv_chunks=3, static_chunks=True, max_block=max_block)
+    assert torch.equal(_bits(static), ref_bits), "static, table exactly max_block wide"
     assert_scores_match(split, case.reference())
 
 

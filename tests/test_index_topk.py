@@ -1006,6 +1006,10 @@ def test_gpu_pdl_selector_is_exact_eager_and_graphed(R, Q, max_seq_len, score_la
     """The selector launched as a programmatic dependent of the scorer gives bit-identical ids,
     page-16 tables and context lengths, eagerly and in CUDA-graph replays (seq_lens mutated
     between replays), and leaves the counter at zero."""
+    from generated import _runtime
+
+    if not _runtime.programmatic_launch(torch.device("cuda")):
+        pytest.skip("needs programmatic dependent launch (NVIDIA compute capability ≥ 9.0)")
     q, cache, block_table, max_block = _gpu_decode_inputs(R, Q, 1, max_seq_len, seed=R)
     seq_lens = _gpu_seq_lens(R, max_seq_len, R, Q)
     attn = _attention_table(R, max_block, seed=3).cuda()
@@ -1080,8 +1084,15 @@ def test_pdl_row_runs_as_plain_launch_where_unavailable(monkeypatch, caplog):
 
 
 def test_explain_reports_pdl_and_static_chunks():
-    e = generated.explain_index_decode("sm_90", "bf16", "bf16", 128, 16, 1024, 64, 1, 16, 4)
-    assert isinstance(e["pdl"], bool) and isinstance(e["static_chunks"], bool)
+    from generated import decode_indexer as di
+
+    for R, mb, Q in ((16, 1024, 4), (4, 256, 4), (64, 1024, 1), (1, 64, 4)):
+        e = generated.explain_index_decode("sm_90", "bf16", "bf16", 128, R, mb, R * Q, 1, 16, Q)
+        score = di._score_row("sm_90", "bf16", "bf16", 128, R, mb, 1, Q)
+        if score.variant == "index_score_split":
+            assert e["static_chunks"] == score.params["static_chunks"]
+        if not e["fused"]:
+            assert e["pdl"] == di._topk_row("sm_90", 16, mb, R * Q).params["pdl"]
     for hw in ("gfx950", "generic"):  # upstream policies: neither
         e = generated.explain_index_decode(hw, "bf16", "bf16", 128, 16, 1024, 64, 1, 16, 4)
         assert e["pdl"] is False and e["static_chunks"] is False

@@ -5,8 +5,8 @@ GPU timing method (every number the tools report):
 * warm up the op eagerly on a side stream (Triton compiles, torch creates handles), then capture
   one call in a ``torch.cuda.CUDAGraph``;
 * per sample: flush L2 (outside the timed region; FLUSH_MODE below, default "read": a 256 MB
-  read, which leaves no dirty lines behind), record a start event, ``g.replay()``, record an end event; all samples are queued back to back and read after
-  one synchronize, so the flush kernel (~60-100 µs) keeps the GPU busy while the host queues the
+  read, which leaves no dirty lines behind), record a start event, ``g.replay()``, record an
+  end event; all samples are queued back to back and read after one synchronize, so the flush kernel (~60-100 µs) keeps the GPU busy while the host queues the
   next replay (no launch gap inside the timed region);
 * report the median, p10 and p90 in µs.
 
@@ -32,13 +32,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FLUSH_BYTES = 256 << 20
 # How replay_times empties L2 before each sample:
-#   "write": zero a 256 MB buffer (triton.testing.do_bench's way). L2 is write-back, so the
-#            last ~50 MB of zeros are still dirty in L2 when the timed region starts; the
-#            kernel under test pays for writing them back to DRAM as it evicts them.
-#   "read":  read a 256 MB buffer (a sum). L2 then holds only clean lines of that buffer:
+#   "write": zero a 256 MB buffer (triton.testing.do_bench's way). L2 is write-back, so part
+#            of those zeros is still dirty in L2 when the timed region starts and the kernel
+#            under test pays for writing it back as it evicts it (NOTES.md: ~8 µs at 128k).
+#   "read":  read a 256 MB buffer (a max). L2 then holds only clean lines of that buffer:
 #            nothing of the kernel's inputs and no pending write-back.
 FLUSH_MODES = ("write", "read")
 FLUSH_MODE = os.environ.get("KSPEC_FLUSH", "read")
+if FLUSH_MODE not in FLUSH_MODES:
+    raise ValueError(f"KSPEC_FLUSH: one of {FLUSH_MODES}, got {FLUSH_MODE!r}")
 
 
 # ---------------------------------------------------------------------------------------------

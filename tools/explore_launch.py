@@ -49,7 +49,6 @@ def main():
     import generated
     from generated import decode_indexer as di
 
-    first, second = _first, _second
     dummy = torch.zeros(16, dtype=torch.int32, device="cuda")
     rows = []
 
@@ -58,15 +57,15 @@ def main():
         common.say(f"{name:48s} {mode:5s} {t['median_us']:9.2f} µs (p10 {t['p10_us']:.2f}, "
                    f"p90 {t['p90_us']:.2f})")
 
-    one = lambda: first[(1,)](dummy, TRIGGER=False, num_warps=1)  # noqa: E731
+    one = lambda: _first[(1,)](dummy, TRIGGER=False, num_warps=1)  # noqa: E731
 
     def two():
-        first[(1,)](dummy, TRIGGER=False, num_warps=1)
-        second[(1,)](dummy, WAIT=False, num_warps=1)
+        _first[(1,)](dummy, TRIGGER=False, num_warps=1)
+        _second[(1,)](dummy, WAIT=False, num_warps=1)
 
     def two_pdl():
-        first[(1,)](dummy, TRIGGER=True, num_warps=1)
-        second[(1,)](dummy, WAIT=True, num_warps=1, launch_pdl=True)
+        _first[(1,)](dummy, TRIGGER=True, num_warps=1)
+        _second[(1,)](dummy, WAIT=True, num_warps=1, launch_pdl=True)
 
     for mode in common.FLUSH_MODES:
         rec("empty kernel", mode, common.time_graph(one, reps=args.reps, flush_mode=mode))

@@ -299,9 +299,10 @@ def scoring_selector(P, max_block):
 
     try:
         mod = importlib.import_module("generated.decode_indexer")
-        return {"pdl": False, **mod._topk_row("sm_90", TOPK, max_block, P).params}
-    except (ImportError, AttributeError, KeyError, ValueError):
+    except ImportError:
+        common.say("scoring selector: generated/ not importable; upstream's default selector")
         return default_selector(P)
+    return {"pdl": False, **mod._topk_row("sm_90", TOPK, max_block, P).params}
 
 
 def default_selector(P):
@@ -637,7 +638,8 @@ class Tuner:
                         bal = variant.endswith("balanced")
                         add(("scorer", variant, R if bal else None, Q),
                             (params["num_warps"], params["num_stages"],
-                             params.get("topk_tile")),
+                             params.get("topk_tile"), params.get("static_chunks"),
+                             fixed_sel.get("pdl")),  # constexprs of the scorer build
                             ("decode", (R, Q), (variant, params, fixed_sel)))
                 if "selector" in sections:
                     sels += selector_candidates(mb, bucket_of(mb, TOPK_MB_BUCKETS)[1],
@@ -1013,8 +1015,9 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w("_TUNED = {" + _when(tuned)[1:].replace(', "head_dim"', ',\n          "head_dim"'))
     w("")
     w("# Decode scorer. Measured: bf16 query and cache, head_dim 128, one index head (H = 1),")
-    w("# end to end (scores + selection + page-16 table, selector of the previous table), by Qmax bucket ×")
-    w("# max_block bucket × request bucket. Everything else: the default split grid, untuned.")
+    w("# end to end (scores + selection + page-16 table, selector of the previous table), by")
+    w("# Qmax bucket × max_block bucket × request bucket. Everything else: the default split")
+    w("# grid, untuned.")
     w("# `index_decode_fused` rows: scorer + selector in one launch (max_block ≤ topk_tile).")
     w("INDEX_SCORE = [")
     for q, (qlo, qhi) in sorted(Q_BUCKETS.items()):
@@ -1557,7 +1560,7 @@ def main(argv=None):
                                         key=lambda kv: str(kv[0]))],
     }
     meta = {"date": env["date"], "device": env.get("device"), "torch": env["torch"],
-            "triton": env["triton"], "command": "python3 tools/tune.py " + " ".join(
+            "triton": env["triton"], "l2_flush": env.get("l2_flush"), "command": "python3 tools/tune.py " + " ".join(
                 a for a in (argv if argv is not None else sys.argv[1:]))}
     # always leave the rendered table in DIR; --write-specs also replaces specs/tuned_sm_90.py
     res = write_specs(meta, tuner.router_best, tuner.scorer_best, tuner.selector_best,
