@@ -5,6 +5,8 @@
 #   bash tools/gpu_check.sh tune     # tools/tune.py --write-specs first, then tests + benchmark
 #   bash tools/gpu_check.sh tune-only   # only the tuner (fits one 10-minute device call)
 #   bash tools/gpu_check.sh bench-only  # only the benchmark
+#   bash tools/gpu_check.sh verify      # GPU tests without the split-K router ones + quick bench
+#                                       # (~3 min warm: the first call of a session)
 #
 # Logs and results land in $OUT: gpu_tests.log, tune.log + tune.json + tuned_sm_90.py,
 # bench.log + bench.json + bench.png, env.txt. A short summary is printed last.
@@ -18,7 +20,8 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 MODE=${1:-all}
 PY=${PYTHON:-python3}
-case "$MODE" in all|tune|tune-only|bench-only) ;; *) echo "usage: $0 [tune|tune-only|bench-only]"; exit 2;; esac
+case "$MODE" in all|tune|tune-only|bench-only|verify) ;;
+  *) echo "usage: $0 [tune|tune-only|bench-only|verify]"; exit 2;; esac
 
 start=$(date +%s)
 tests_rc=- ; bench_rc=- ; tune_rc=-
@@ -36,15 +39,23 @@ if [ "$MODE" = tune ] || [ "$MODE" = tune-only ]; then
   tune_rc=$?
 fi
 
-if [ "$MODE" = all ] || [ "$MODE" = tune ]; then
+if [ "$MODE" = all ] || [ "$MODE" = tune ] || [ "$MODE" = verify ]; then
   echo "== GPU tests ($(date -u +%T))"
-  $PY -m pytest -q -m gpu tests -x 2>&1 | tee "$OUT/gpu_tests.log"
+  if [ "$MODE" = verify ]; then
+    $PY -m pytest -q -m gpu tests -k "not splitk" 2>&1 | tee "$OUT/gpu_tests.log"
+  else
+    $PY -m pytest -q -m gpu tests -x 2>&1 | tee "$OUT/gpu_tests.log"
+  fi
   tests_rc=$?
 fi
 
-if [ "$MODE" = all ] || [ "$MODE" = tune ] || [ "$MODE" = bench-only ]; then
+if [ "$MODE" = all ] || [ "$MODE" = tune ] || [ "$MODE" = bench-only ] || [ "$MODE" = verify ]; then
   echo "== benchmark ($(date -u +%T))"
-  $PY tools/bench.py --out "$OUT" 2>&1 | tee "$OUT/bench.log"
+  if [ "$MODE" = verify ]; then
+    $PY tools/bench.py --quick --out "$OUT" 2>&1 | tee "$OUT/bench.log"
+  else
+    $PY tools/bench.py --out "$OUT" 2>&1 | tee "$OUT/bench.log"
+  fi
   bench_rc=$?
 fi
 
