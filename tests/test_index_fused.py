@@ -21,6 +21,7 @@ import generated.decode_indexer as decode_indexer  # noqa: E402
 from generated import index_decode, index_decode_scores, index_decode_with_launch  # noqa: E402
 from generated.index_fused import launch_index_fused  # noqa: E402
 from generated.index_score import alloc_scores, launch_score_split  # noqa: E402
+from graph_capture import capture  # noqa: E402
 from reference_topk import cdiv, reference_sparse_table, reference_topk  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -444,16 +445,7 @@ class _GraphedFused:
                            sparse_context_lens_out=torch.zeros((total_q,), dtype=torch.int32,
                                                                device="cuda"),
                            block_page_stride=16)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):  # compile + warm up outside the capture
-                self._call()
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.result = self._call()
+        self.graph, self.result = capture(self._call)
         assert self.result.data_ptr() == self.out.data_ptr()
 
     def _call(self):

@@ -17,6 +17,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from generated import index_score as isc  # noqa: E402
+from graph_capture import capture  # noqa: E402
 from reference_index import (  # noqa: E402
     BLOCK, INIT_SCORE, LOCAL_SCORE, ref_balanced_map, ref_decode_scores, score_columns,
 )
@@ -448,12 +449,7 @@ def test_gpu_graph_replay_mutated_seq_lens(variant):
 
     eager_a, eager_b = eager(lens_a), eager(lens_b)
     case.seq_lens.copy_(torch.tensor(lens_a, dtype=torch.int32))
-    case.launch(scores, variant, **kw)  # warm-up (compiled already) on the capture inputs
-    torch.cuda.synchronize()
-
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        case.launch(scores, variant, **kw)
+    graph, _ = capture(lambda: case.launch(scores, variant, **kw), warmups=1)
     for lens, want in ((lens_b, eager_b), (lens_a, eager_a), (lens_b, eager_b)):
         case.seq_lens.copy_(torch.tensor(lens, dtype=torch.int32))
         scores.fill_(NAN)

@@ -26,6 +26,7 @@ from generated import (  # noqa: E402
     sparse_block_page_stride,
 )
 from generated.index_topk import launch_sparse_table_decode, launch_topk_fused  # noqa: E402
+from graph_capture import capture  # noqa: E402
 from reference_topk import (  # noqa: E402
     NAN_SCORE_F32,
     assert_topk_sets_match,
@@ -903,16 +904,7 @@ class _GraphedDecode:
                            sparse_context_lens_out=torch.zeros((R * Q,), dtype=torch.int32,
                                                                device="cuda"),
                            block_page_stride=16)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):  # compile + warm up outside the capture
-                self._call()
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.result = self._call()
+        self.graph, self.result = capture(self._call)
         assert self.result.data_ptr() == self.out.data_ptr()
 
     def _call(self, counter=None, out=None, kw=None):
@@ -1040,11 +1032,7 @@ def test_gpu_pdl_selector_is_exact_eager_and_graphed(R, Q, max_seq_len, score_la
     same()
     ref = dense_scores(q, cache, block_table, seq_lens, Q, max_block, 0, 1)
     assert_topk_sets_match(bufs[True][0], ref, seq_lens, Q, 16, tol=1e-3)
-    graphs = {}
-    for pdl in (False, True):
-        graphs[pdl] = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graphs[pdl]):
-            call(pdl)
+    graphs = {pdl: capture(lambda: call(pdl), warmups=0)[0] for pdl in (False, True)}
     g = torch.Generator().manual_seed(7)
     for _ in range(3):
         seq_lens.copy_(torch.randint(1, max_seq_len + 1, (R,), generator=g).to(torch.int32))

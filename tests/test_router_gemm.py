@@ -30,6 +30,7 @@ from generated import (
     router_logits,
 )
 from generated.dispatch import ROUTER_GEMM as TABLE
+from graph_capture import capture
 
 # The module that defines the kernel and the wrappers (F, _router_gemm_kernel live there).
 # `generated.router_gemm` is the re-exported function, so go through its __module__.
@@ -902,21 +903,6 @@ def test_gpu_all_token_counts(shape, dtype_name):
     torch.cuda.synchronize()
 
 
-def _capture(fn):
-    """Warm up on a side stream (compiles the kernel), then capture one call."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph, out
-
-
 GRAPH_CASES = [((6144, 128), 7, "bf16"), ((3072, 256), 32, "fp32"), ((4096, 8), 1, "bf16"),
                ((4096, 192), 17, "fp32"), ((6144, 256), 4, "bf16")]
 
@@ -927,7 +913,7 @@ GRAPH_CASES = [((6144, 128), 7, "bf16"), ((3072, 256), 32, "fp32"), ((4096, 8), 
 def test_gpu_cuda_graph_router_gemm(shape, M, dtype_name):
     K, N = shape
     x, w = make_inputs(K, N, M, DTYPES[dtype_name], device="cuda", seed=seed_of("g", shape, M))
-    graph, out = _capture(lambda: router_gemm(x, w))
+    graph, out = capture(lambda: router_gemm(x, w), warmups=3)
     ptrs = (x.data_ptr(), w.data_ptr(), out.data_ptr())
     for trial in range(3):
         x_new, w_new = make_inputs(K, N, M, DTYPES[dtype_name], device="cuda",
@@ -961,7 +947,7 @@ def test_gpu_cuda_graph_router_logits(shape, M, dtype_name, transposed, exact_fp
         assert not x.is_contiguous()
     else:
         x = x0
-    graph, out = _capture(lambda: torch.ops.kspec.router_logits(x, w))
+    graph, out = capture(lambda: torch.ops.kspec.router_logits(x, w), warmups=3)
     for trial in range(3):
         x_new, _ = make_inputs(K, N, M, dtype, device="cuda", seed=seed_of("go", shape, M, trial))
         x.copy_(x_new)
@@ -1063,7 +1049,7 @@ def test_gpu_splitk_cuda_graph(shape, M, dtype_name, params):
     dtype = DTYPES[dtype_name]
     x, w = make_inputs(K, N, M, dtype, device="cuda", seed=seed_of("gsg", shape, M))
     out = torch.empty((M, N), device="cuda")
-    graph, _ = _capture(lambda: launch_router_gemm_splitk(x, w, out, **params))
+    graph, _ = capture(lambda: launch_router_gemm_splitk(x, w, out, **params), warmups=3)
     counter = splitk_counter(x.device)
     inputs = [make_inputs(K, N, M, dtype, device="cuda", seed=seed_of("gsg", shape, M, i))[0]
               for i in range(4)]

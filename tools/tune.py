@@ -295,10 +295,8 @@ def scoring_selector(P, max_block):
     """The selector the scorer candidates are timed with: the one the current sm_90 table picks
     at this point (pdl included), so that two-kernel candidates are not judged with a slower
     selector than they will run with; upstream's default where the table cannot say."""
-    import importlib
-
     try:
-        mod = importlib.import_module("generated.decode_indexer")
+        mod = _decode_module()
     except ImportError:
         common.say("scoring selector: generated/ not importable; upstream's default selector")
         return default_selector(P)
@@ -753,11 +751,14 @@ def _router_shapes():
     return sorted(registry.load().policies["router_gemm"].axis("shape").values)
 
 
-def _decoder():
+def _decode_module():
     import importlib
 
-    mod = importlib.import_module("generated.decode_indexer")
-    return mod.index_decode_with_launch
+    return importlib.import_module("generated.decode_indexer")
+
+
+def _decoder():
+    return _decode_module().index_decode_with_launch
 
 
 def _decode_inputs(torch, R, Q, ctx, device, seed=0):
