@@ -246,8 +246,8 @@ GENERIC_LAST = "(17, 32, dict(block_m=8, block_k=1024, num_warps=4, num_stages=1
 
 
 def _splitk_row(**kw):
-    params = dict(kernel="splitk", block_m=32, block_n=16, block_k=128, split_k=8, num_warps=4,
-                  num_stages=2)
+    params = dict(kernel="splitk", block_m=32, block_n=16, block_k=128, split_k=8,
+                  tf32x3=False, num_warps=4, num_stages=2)
     params.update(kw)
     return f"(17, 32, dict({', '.join(f'{k}={v!r}' for k, v in params.items())})),"
 
@@ -276,9 +276,13 @@ def _router_with(spec_copy, row: str, lo_hi=None):
      "'block_n' is a parameter of the split-K kernel, but the row takes the per-expert kernel "
      "(add kernel='splitk')"),
     (dict(num_warps=3), "params.num_warps", "must be a power of two, got 3"),
+    (dict(tf32x3=1), "params.tf32x3", "must be bool, got 1"),
+    (dict(tf32x3=True), "params.tf32x3",
+     "tf32x3 needs NVIDIA compute capability ≥ 8.0 (TF32 tensor cores); the rule covers "
+     "hardware 'generic'"),
 ], ids=["k-slices", "block_m-small", "block_m-below-bucket", "block_n-small", "block_n-pow2",
         "block_k-small", "split_k-zero", "unknown-kernel", "per-expert-with-splitk-params",
-        "num_warps"])
+        "num_warps", "tf32x3-type", "tf32x3-not-nvidia"])
 def test_router_splitk_rows_are_validated(spec_copy, kw, field, expected):
     _router_with(spec_copy, _splitk_row(**kw))
     with pytest.raises(SpecError) as info:
@@ -307,7 +311,7 @@ def test_router_splitk_row_splits_the_rule(spec_copy):
         (1, 4, "router_gemm_k3072_n256"), (5, 16, "router_gemm_k3072_n256"),
         (17, 32, "router_gemm_splitk_k3072_n256")]
     assert dict(rows[-1].params) == dict(block_m=32, block_n=16, block_k=128, split_k=8,
-                                         num_warps=4, num_stages=2)
+                                         tf32x3=False, num_warps=4, num_stages=2)
     assert "kernel" not in dict(rows[0].params)
 
 

@@ -591,10 +591,11 @@ def test_default_hardware_is_detected(kernel_spy):
 # -------------------------------------------------------------------------------------------
 
 
-def splitk_params(M, *, block_n=16, block_k=128, split_k=1, num_warps=4, num_stages=2):
+def splitk_params(M, *, block_n=16, block_k=128, split_k=1, tf32x3=False, num_warps=4,
+                  num_stages=2):
     """Split-K launch parameters for M tokens: one row tile of 16 or 32 rows."""
     return dict(block_m=16 if M <= 16 else 32, block_n=block_n, block_k=block_k,
-                split_k=split_k, num_warps=num_warps, num_stages=num_stages)
+                split_k=split_k, tf32x3=tf32x3, num_warps=num_warps, num_stages=num_stages)
 
 
 def run_splitk(x, w, params):
@@ -611,18 +612,20 @@ def splitk_counter(device):
 # experts; 16 tiles) × M ∈ {1, 5, 17, 32} × both x dtypes; split_k cycles through 1, 2, 4 so
 # that every split_k meets every shape and dtype, block_n / block_k alternate.
 SPLITK_CASES = [
-    (shape, M, dt, (1, 2, 4)[i % 3], (16, 32)[i // 3 % 2], (64, 128)[i // 6 % 2])
+    (shape, M, dt, (1, 2, 4)[i % 3], (16, 32)[i // 3 % 2], (64, 128)[i // 6 % 2],
+     bool(i // 2 % 2))
     for i, (shape, M, dt) in enumerate(itertools.product(((4096, 8), (3072, 256)), (1, 5, 17, 32),
                                                          ("bf16", "fp32")))]
 
 
 @pytest.mark.parametrize(
-    "shape,M,dtype_name,split_k,block_n,block_k", SPLITK_CASES,
-    ids=[f"{shape_id(s)}-M{m}-{d}-sk{sk}-bn{bn}-bk{bk}" for s, m, d, sk, bn, bk in SPLITK_CASES])
-def test_splitk_matches_reference(shape, M, dtype_name, split_k, block_n, block_k):
+    "shape,M,dtype_name,split_k,block_n,block_k,tf32x3", SPLITK_CASES,
+    ids=[f"{shape_id(s)}-M{m}-{d}-sk{sk}-bn{bn}-bk{bk}{'-tf32x3' if t else ''}"
+         for s, m, d, sk, bn, bk, t in SPLITK_CASES])
+def test_splitk_matches_reference(shape, M, dtype_name, split_k, block_n, block_k, tf32x3):
     K, N = shape
     x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("splitk", shape, M, dtype_name))
-    params = splitk_params(M, block_n=block_n, block_k=block_k, split_k=split_k)
+    params = splitk_params(M, block_n=block_n, block_k=block_k, split_k=split_k, tf32x3=tf32x3)
     out = run_splitk(x, w, params)
     ref = check_logits(out, x, w)
     check_topk(out, ref, topk_k(shape))
@@ -639,7 +642,8 @@ def test_router_gemm_dispatches_splitk_rows(monkeypatch, kernel_spy):
     from generated.dispatch import Row, Table
 
     K, N, M = 3072, 256, 17
-    params = dict(block_m=32, block_n=32, block_k=64, split_k=4, num_warps=4, num_stages=2)
+    params = dict(block_m=32, block_n=32, block_k=64, split_k=4, tf32x3=False, num_warps=4,
+                  num_stages=2)
     row = Row(0, (None, None, None), ROUTER_GEMM_SPLITK_SHAPES[(K, N)], params, "test", "")
     monkeypatch.setattr(_mod, "_TABLE", Table("router_gemm", TABLE.axes, TABLE.domains, (row,)))
     x, w = make_inputs(K, N, M, torch.bfloat16, seed=seed_of("dispatch-splitk"))
@@ -647,8 +651,8 @@ def test_router_gemm_dispatches_splitk_rows(monkeypatch, kernel_spy):
     check_logits(out, x, w)
     (grid, kwargs), = kernel_spy.calls
     assert kernel_spy.kinds == ["splitk"] and grid == (N // 32, 4)
-    assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"], kwargs["SPLIT_K"]) == \
-        (32, 32, 64, 4)
+    assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"], kwargs["SPLIT_K"],
+            kwargs["PRECISION"]) == (32, 32, 64, 4, "ieee")
     info = explain_router_gemm(K, N, M, "sm_90")
     assert info["kernel"] == "splitk" and info["launch_grid"] == grid and info["grid"] == 32
     assert {k: info[k] for k in params} == params
@@ -678,6 +682,16 @@ def test_splitk_launcher_rejects_bad_tiles(no_kernel):
         launch_router_gemm_splitk(x, w, out, **splitk_params(17, block_k=1024, split_k=8))
     with pytest.raises(ValueError, match="split_k"):
         launch_router_gemm_splitk(x, w, out, **splitk_params(17, split_k=0))
+
+
+def test_splitk_tf32x3_needs_nvidia(monkeypatch, no_kernel):
+    """tf32x3 is refused on a device that is neither NVIDIA nor the interpreter."""
+    x, w = make_inputs(4096, 8, 3, torch.float32, seed=seed_of("tf32x3-cpu"))
+    out = torch.empty(3, 8, device=DEVICE)
+    monkeypatch.setattr(_mod._rt, "nvidia_ptx", lambda device: False)
+    monkeypatch.setattr(_mod._rt, "interpreting", lambda: False)
+    with pytest.raises(ValueError, match="tf32x3: tensor-core tf32x3 products need an NVIDIA"):
+        launch_router_gemm_splitk(x, w, out, **splitk_params(3, tf32x3=True))
 
 
 def test_splitk_counter_is_allocated_once_per_device(monkeypatch):
@@ -995,11 +1009,13 @@ def test_gpu_noncontiguous_takes_kernel(M, no_linear, kernel_spy):
 
 
 # Split-K configurations forced on every shape (block_k·split_k divides every K; block_m follows
-# M): direct stores, many small K slices, wider expert tiles with more warps and stages.
+# M): direct stores (fp32 FMA dot), many small K slices (tf32x3), wider expert tiles with more
+# warps and stages (tf32x3), FMA dot with a reduction.
 SPLITK_GPU_CONFIGS = (
-    dict(block_n=16, block_k=128, split_k=1, num_warps=4, num_stages=2),
-    dict(block_n=16, block_k=64, split_k=16, num_warps=4, num_stages=2),
-    dict(block_n=32, block_k=128, split_k=8, num_warps=8, num_stages=3),
+    dict(block_n=16, block_k=128, split_k=1, tf32x3=False, num_warps=4, num_stages=2),
+    dict(block_n=16, block_k=64, split_k=16, tf32x3=True, num_warps=4, num_stages=2),
+    dict(block_n=32, block_k=128, split_k=8, tf32x3=True, num_warps=8, num_stages=3),
+    dict(block_n=32, block_k=64, split_k=4, tf32x3=False, num_warps=4, num_stages=2),
 )
 
 
@@ -1028,13 +1044,13 @@ def test_gpu_splitk_all_token_counts(shape, dtype_name):
 # (shape, M, x dtype, split-K params)
 SPLITK_GRAPH_CASES = [
     ((6144, 128), 32, "fp32", dict(block_m=32, block_n=16, block_k=128, split_k=16,
-                                   num_warps=4, num_stages=2)),
+                                   tf32x3=True, num_warps=4, num_stages=2)),
     ((3072, 256), 9, "bf16", dict(block_m=16, block_n=32, block_k=64, split_k=8,
-                                  num_warps=4, num_stages=2)),
+                                  tf32x3=False, num_warps=4, num_stages=2)),
     ((4096, 8), 1, "bf16", dict(block_m=16, block_n=16, block_k=128, split_k=32,
-                                num_warps=4, num_stages=2)),
+                                tf32x3=True, num_warps=4, num_stages=2)),
     ((6144, 256), 17, "fp32", dict(block_m=32, block_n=16, block_k=128, split_k=16,
-                                   num_warps=4, num_stages=3)),
+                                   tf32x3=False, num_warps=4, num_stages=3)),
 ]
 
 

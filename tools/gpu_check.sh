@@ -5,8 +5,10 @@
 #   bash tools/gpu_check.sh tune     # tools/tune.py --write-specs first, then tests + benchmark
 #   bash tools/gpu_check.sh tune-only   # only the tuner (fits one 10-minute device call)
 #   bash tools/gpu_check.sh bench-only  # only the benchmark
-#   bash tools/gpu_check.sh verify      # GPU tests without the split-K router ones + quick bench
-#                                       # (~3 min warm: the first call of a session)
+#   bash tools/gpu_check.sh verify      # GPU tests + quick bench (the first call of a session)
+#
+# The GPU tests run in GPU_TEST_JOBS (default 8) pytest-xdist processes sharing the GPU: they
+# are compile-bound and check results only (no timing).
 #
 # Logs and results land in $OUT: gpu_tests.log, tune.log + tune.json + tuned_sm_90.py,
 # bench.log + bench.json + bench.png, env.txt. A short summary is printed last.
@@ -41,11 +43,11 @@ fi
 
 if [ "$MODE" = all ] || [ "$MODE" = tune ] || [ "$MODE" = verify ]; then
   echo "== GPU tests ($(date -u +%T))"
-  if [ "$MODE" = verify ]; then
-    $PY -m pytest -q -m gpu tests -k "not splitk" 2>&1 | tee "$OUT/gpu_tests.log"
-  else
-    $PY -m pytest -q -m gpu tests -x 2>&1 | tee "$OUT/gpu_tests.log"
+  jobs=()
+  if $PY -c 'import xdist' 2>/dev/null && [ "${GPU_TEST_JOBS:-8}" -gt 1 ]; then
+    jobs=(-n "${GPU_TEST_JOBS:-8}")
   fi
+  $PY -m pytest -q -m gpu tests "${jobs[@]}" 2>&1 | tee "$OUT/gpu_tests.log"
   tests_rc=$?
 fi
 

@@ -94,12 +94,16 @@ ROUTER_NW = (1, 2, 4, 8, 16)
 # per-expert block_m by bucket (bm ≤ bucket hi as well)
 ROUTER_BM_BY_BUCKET = {(1, 4): (1, 4), (5, 16): (4, 8), (17, 32): (4, 8)}
 # split-K kernel sweep
-SPLITK_BN = (16, 32)
+SPLITK_BN = (16, 32, 64)
 SPLITK_BK = (64, 128, 256)
-SPLITK_SK = (1, 2, 4, 8, 16, 32)
+SPLITK_SK = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 SPLITK_MIN_GRID = 96  # programs (or the largest feasible grid when smaller)
-SPLITK_MAX_GRID = 264  # two programs per SM of an H200
-SPLITK_PARAM_ORDER = ("block_m", "block_n", "block_k", "split_k", "num_warps", "num_stages")
+SPLITK_MAX_GRID = 528  # four programs per SM of an H200
+# tl.dot on tensor cores (tf32x3) or as fp32 FMAs; FMA candidates only at a narrower grid
+# (≤ 2 programs per SM, block_n ≤ 32, 4 warps, 2 stages: they never won in runs 2–10)
+SPLITK_TF32X3 = (True, False)
+SPLITK_PARAM_ORDER = ("block_m", "block_n", "block_k", "split_k", "tf32x3", "num_warps",
+                      "num_stages")
 
 # Request buckets of the scorer; the last one (≥ 257 requests) is never measured and keeps
 # the default grid.
@@ -152,9 +156,20 @@ def parse_args(argv=None):
                    help="CPU: load specs/ with PATH as tuned_sm_90.py through the registry")
     p.add_argument("--sections", default="router,scorer,selector",
                    help="comma list of router, scorer, selector (selector needs scorer)")
+    p.add_argument("--shapes", default=None,
+                   help="router weight shapes to measure, e.g. 6144x128,3072x256 (default: "
+                        "all; a subset cannot be written with --write-specs)")
     args = p.parse_args(argv)
     if not args.selftest and not args.check_file and not args.out:
         p.error("--out is required (except with --selftest)")
+    if args.shapes is not None:
+        try:
+            args.shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+        except ValueError:
+            p.error(f"--shapes: expected KxN[,KxN...], got {args.shapes!r}")
+        if args.write_specs:
+            p.error("--shapes: a subset of the router shapes cannot be written with "
+                    "--write-specs (the other shapes would lose their measured rows)")
     return args
 
 
@@ -207,14 +222,21 @@ def splitk_candidates(K, N, lo, hi, quick=False):
         if grid < min_grid:
             continue
         steps = K // (sk * bk)  # tl.dot steps per program
-        warps = {256: (2, 4), 512: (4,), 1024: (4, 8)}[bm * bn]
-        stages = (1,) if steps == 1 else ((2,) if steps == 2 else (2, 3))
-        for nw in warps:
-            for ns in stages:
-                if quick and (nw != 4 or ns > 2):
-                    continue
-                out.append(dict(block_m=bm, block_n=bn, block_k=bk, split_k=sk, num_warps=nw,
-                                num_stages=ns))
+        if steps > 16:
+            continue  # a long serial chain per program: never competitive
+        for tf32x3 in SPLITK_TF32X3:
+            if not tf32x3 and (bn > 32 or grid > 264):
+                continue
+            warps = {256: (2, 4), 512: (4,), 1024: (4, 8), 2048: (4, 8)}[bm * bn]
+            stages = (1,) if steps == 1 else ((2,) if steps == 2 else (2, 3))
+            for nw in warps:
+                for ns in stages:
+                    if (quick or not tf32x3) and (nw != 4 or ns > 2):
+                        continue
+                    if quick and not tf32x3:
+                        continue
+                    out.append(dict(block_m=bm, block_n=bn, block_k=bk, split_k=sk,
+                                    tf32x3=tf32x3, num_warps=nw, num_stages=ns))
     return out
 
 
@@ -597,6 +619,11 @@ class Tuner:
     # -- compile warm-up in worker processes --------------------------------------------
     def router_shapes(self):
         shapes = _router_shapes()
+        if getattr(self.args, "shapes", None):
+            unknown = sorted(set(self.args.shapes) - set(shapes))
+            if unknown:
+                raise ValueError(f"--shapes: {unknown} not among the router shapes {shapes}")
+            shapes = [s for s in shapes if s in self.args.shapes]
         if self.args.quick:
             shapes = [s for s in shapes if s in ((6144, 128), (3072, 256))] or shapes[:1]
         return shapes
@@ -740,7 +767,8 @@ def _router_counter_clear(device) -> bool:
 def _router_short(v: dict) -> str:
     if v.get("kernel") == "splitk":
         return (f"splitk bm={v['block_m']} bn={v['block_n']} bk={v['block_k']} "
-                f"sk={v['split_k']} nw={v['num_warps']} ns={v['num_stages']}")
+                f"sk={v['split_k']}{' tf32x3' if v['tf32x3'] else ''} nw={v['num_warps']} "
+                f"ns={v['num_stages']}")
     return f"bm={v['block_m']} bk={v['block_k']} nw={v['num_warps']}"
 
 
@@ -1274,7 +1302,7 @@ def dry_run(tmpdir: str) -> list:
         grid = common.cdiv(N, p["block_n"]) * p["split_k"]
         t = 0.5 + 0.1 * abs(math.log2(grid) - 7) + 0.05 * (p["num_warps"] != 4)
         t += 0.05 * (p["num_stages"] != 2) + 0.02 * abs(math.log2(p["block_k"]) - 7)
-        t += 0.01 * (p["block_n"] != 16)
+        t += 0.01 * (p["block_n"] != 16) + 0.03 * (not p["tf32x3"])
         return t + (5 if M <= 4 else 0)
 
     def fake_splitk_launcher():

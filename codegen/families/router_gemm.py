@@ -12,9 +12,11 @@ Kernels (a launch table row picks one with ``kernel=``; default ``per_expert``):
   block_k, num_warps, num_stages.
 - ``splitk`` (variant ``router_gemm_splitk_k{K}_n{N}``): grid (cdiv(N, block_n), split_k), one
   row tile of block_m ≥ M rows; program (nt, ks) forms the [block_m, block_n] partial of its K
-  slice with an fp32 (ieee) ``tl.dot``; with split_k > 1 the last program to arrive at the
-  tile's counter sums the split_k partials in ks order (deterministic). Params block_m,
-  block_n, block_k, split_k, num_warps, num_stages.
+  slice with a ``tl.dot``: exact fp32 FMAs, or with ``tf32x3=True`` three TF32 tensor-core
+  products per term (hi·hi + hi·lo + lo·hi; NVIDIA compute capability ≥ 8.0 only, checked at
+  load); with split_k > 1 the last program to arrive at the tile's counter sums the split_k
+  partials in ks order (deterministic). Params block_m, block_n, block_k, split_k, tf32x3,
+  num_warps, num_stages.
 
 A shape's table for one hardware target becomes one dispatch Rule per run of consecutive
 buckets with the same kernel (a Rule names one variant).
@@ -54,6 +56,8 @@ SPLITK_PARAMS = (
           doc="hidden columns per tl.dot step"),
     Param(name="split_k", kind="int", minimum=1, maximum=64,
           doc="programs per expert tile along K (each owns hidden_size/split_k columns)"),
+    Param(name="tf32x3", kind="bool",
+          doc="tl.dot on tensor cores as tf32x3 (NVIDIA only) instead of fp32 FMAs"),
     NUM_WARPS,
     NUM_STAGES,
 )
@@ -173,6 +177,22 @@ class RouterGemmShape:
 
 
 SPEC_TYPES = (RouterGemmFamily, RouterGemmShape)
+
+TF32_CAPABILITY = (8, 0)  # TF32 tensor cores: NVIDIA Ampere and later
+
+
+def check(registry) -> None:
+    """A split-K row may ask for tf32x3 only on NVIDIA hardware with TF32 tensor cores."""
+    for rule in registry.tables.get(NAME, ()):
+        if not dict(rule.params).get("tf32x3"):
+            continue
+        hw_pos = [a.name for a in registry.policies[NAME].axes].index("hardware")
+        for name in rule.conds[hw_pos] or registry.policies[NAME].axes[hw_pos].values:
+            hw = registry.hardware[name]
+            if hw.vendor != "nvidia" or hw.capability is None or hw.capability < TF32_CAPABILITY:
+                raise SpecError(rule.loc, "Policy router_gemm", "params.tf32x3",
+                                f"tf32x3 needs NVIDIA compute capability ≥ 8.0 (TF32 tensor "
+                                f"cores); the rule covers hardware {name!r}")
 
 
 def expand(specs: tuple, hardware: dict):
