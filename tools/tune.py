@@ -65,6 +65,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -155,7 +156,8 @@ def parse_args(argv=None):
     p.add_argument("--check-file", metavar="PATH",
                    help="CPU: load specs/ with PATH as tuned_sm_90.py through the registry")
     p.add_argument("--sections", default="router,scorer,selector",
-                   help="comma list of router, scorer, selector (selector needs scorer)")
+                   help="comma list of router, scorer, selector (selector needs scorer); "
+                        "with only router, --write-specs keeps the current decode tables")
     p.add_argument("--shapes", default=None,
                    help="router weight shapes to measure, e.g. 6144x128,3072x256 (default: "
                         "all; a subset cannot be written with --write-specs)")
@@ -1205,10 +1207,37 @@ def verify_lookups(reg, router, scorer, selector, dom) -> int:
     return checked
 
 
-def write_specs(tuner_or_meta, router, scorer, selector, out_dir, apply=True) -> dict:
+DECODE_MARKER = "# Untuned rows use upstream's defaults (specs/defaults.py)."
+
+
+def splice_decode(new_source: str, old_source: str) -> str:
+    """new_source's header and router tables + old_source's decode tables (scorer, selector).
+
+    For a router-only tune: the decode tables of the file being replaced stay as they were
+    measured, and MEASURED gains `decode_tables` saying which tune they come from."""
+    head = new_source[:new_source.index(DECODE_MARKER)]
+    tail = old_source[old_source.index(DECODE_MARKER):]
+    meta = re.search(r"^MEASURED = dict\(\n(.*?)^\)", old_source, re.S | re.M).group(1)
+    kept = re.search(r'^    decode_tables=(".*"),$', meta, re.M)
+    if kept:
+        origin = kept.group(1)
+    else:
+        date = re.search(r'^    date="(.*)",$', meta, re.M).group(1)
+        command = re.search(r'^    command="(.*)",$', meta, re.M).group(1)
+        origin = _lit(f"kept from the tune of {date} ({command})")
+    head = head.replace("MEASURED = dict(\n", f"MEASURED = dict(\n    decode_tables={origin},\n", 1)
+    return head + tail
+
+
+def write_specs(tuner_or_meta, router, scorer, selector, out_dir, apply=True,
+                keep_decode_from: str | None = None) -> dict:
+    """Render the tuned file into out_dir (and specs/ with apply); keep_decode_from: the
+    source whose decode tables replace the rendered ones (a router-only tune)."""
     dom = load_domains()
     meta = tuner_or_meta
     source = render_tuned(meta, router, scorer, selector, dom)
+    if keep_decode_from is not None:
+        source = splice_decode(source, keep_decode_from)
     result = {"domains": dom.get("source")}
     if out_dir:
         with open(os.path.join(out_dir, "tuned_sm_90.py"), "w", encoding="utf-8") as f:
@@ -1524,6 +1553,20 @@ def selftest() -> int:
             common.say(f"  FAIL dry run: {pr}")
         common.say(f"  {'ok  ' if not problems else 'FAIL'} dry run of the tuner "
                    f"({time.time() - t:.1f}s)")
+        # a router-only tune keeps the current file's decode tables verbatim, twice in a row
+        with open(SPEC_FILE, encoding="utf-8") as f:
+            current = f.read()
+        once = splice_decode(render_tuned(meta, cases[1][1][0], {}, {}, dom), current)
+        twice = splice_decode(render_tuned(meta, cases[1][1][0], {}, {}, dom), once)
+        ok = (once == twice and once.endswith(current[current.index(DECODE_MARKER):])
+              and once.count("decode_tables=") == 1)
+        try:
+            check_spec_source(twice)
+        except Exception as e:  # noqa: BLE001
+            ok = False
+            common.say(f"  FAIL spliced table refused: {type(e).__name__}: {e}")
+        failures += not ok
+        common.say(f"  {'ok  ' if ok else 'FAIL'} router-only tune keeps the decode tables")
         # write_specs(apply=False) end to end into a temp DIR
         res = write_specs(meta, *cases[1][1], tmpdir, apply=False)
         if res.get("verified") is not True:
@@ -1591,9 +1634,14 @@ def main(argv=None):
     meta = {"date": env["date"], "device": env.get("device"), "torch": env["torch"],
             "triton": env["triton"], "l2_flush": env.get("l2_flush"), "command": "python3 tools/tune.py " + " ".join(
                 a for a in (argv if argv is not None else sys.argv[1:]))}
-    # always leave the rendered table in DIR; --write-specs also replaces specs/tuned_sm_90.py
+    # always leave the rendered table in DIR; --write-specs also replaces specs/tuned_sm_90.py.
+    # A router-only tune keeps the decode tables of the current file.
+    keep = None
+    if "scorer" not in sections and "selector" not in sections:
+        with open(SPEC_FILE, encoding="utf-8") as f:
+            keep = f.read()
     res = write_specs(meta, tuner.router_best, tuner.scorer_best, tuner.selector_best,
-                      args.out, apply=args.write_specs)
+                      args.out, apply=args.write_specs, keep_decode_from=keep)
     tuner.log["write"] = res
     tuner.save(final=True)
     print_summary(tuner, res, args)
