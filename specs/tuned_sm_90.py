@@ -10,12 +10,13 @@ from .defaults import (DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS,
                        UNTUNED_SPLIT_OPTIONS)
 
 MEASURED = dict(
-    date="2026-11-29 11:44:37 UTC",
+    decode_tables="kept from the tune of 2026-11-29 11:44:37 UTC (python3 tools/tune.py --write-specs --out /root/out --budget-s 420)",
+    date="2026-11-29 13:00:51 UTC",
     device="NVIDIA H200",
     torch="2.11.0+cu130",
     triton="3.6.0",
     l2_flush="read",
-    command="python3 tools/tune.py --write-specs --out /root/out --budget-s 420",
+    command="python3 tools/tune.py --sections router --write-specs --out /root/out --budget-s 330",
 )
 
 
@@ -32,29 +33,41 @@ def _router(rows):
 # x dtype (bf16, fp32), over both kernels
 ROUTER_GEMM = {
     (3072, 256): _router((
-        (1, 4, 1, 1024, 8),  # measured: M1 bf16 5.92, M1 fp32 5.60, M4 bf16 6.98, M4 fp32 6.82 µs
-        (5, 16, 4, 1024, 4),  # measured: M8 bf16 6.85, M8 fp32 7.52, M16 bf16 9.31, M16 fp32 10.88 µs
-        (17, 32, 4, 256, 1),  # measured: M32 bf16 11.33, M32 fp32 14.11 µs
+        (1, 4, 1, 1024, 8),  # measured: M1 bf16 4.96, M1 fp32 5.09, M4 bf16 6.14, M4 fp32 6.46 µs
+        # measured: M8 bf16 7.90, M8 fp32 8.06, M16 bf16 7.87, M16 fp32 7.90 µs
+        (5, 16, dict(kernel="splitk", block_m=16, block_n=32, block_k=64, split_k=16, tf32x3=True,
+                     num_warps=4, num_stages=3)),
+        # measured: M32 bf16 9.47, M32 fp32 9.38 µs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=64, split_k=16, tf32x3=True,
+                      num_warps=4, num_stages=3)),
     )),
     (4096, 8): _router((
-        (1, 4, 1, 4096, 16),  # measured: M1 bf16 4.93, M1 fp32 4.54, M4 bf16 5.06, M4 fp32 4.80 µs
-        (5, 16, 4, 4096, 16),  # measured: M8 bf16 5.12, M8 fp32 5.34, M16 bf16 5.15, M16 fp32 5.34 µs
-        (17, 32, 4, 4096, 16),  # measured: M32 bf16 5.66, M32 fp32 5.63 µs
+        (1, 4, 1, 4096, 16),  # measured: M1 bf16 4.64, M1 fp32 4.42, M4 bf16 4.64, M4 fp32 4.48 µs
+        (5, 16, 4, 4096, 16),  # measured: M8 bf16 4.96, M8 fp32 5.44, M16 bf16 4.99, M16 fp32 5.15 µs
+        (17, 32, 4, 4096, 16),  # measured: M32 bf16 4.93, M32 fp32 5.41 µs
     )),
     (4096, 192): _router((
-        (1, 4, 4, 2048, 8),  # measured: M1 bf16 5.95, M1 fp32 5.76, M4 bf16 6.59, M4 fp32 6.62 µs
-        (5, 16, 4, 2048, 8),  # measured: M8 bf16 6.94, M8 fp32 7.58, M16 bf16 8.99, M16 fp32 9.73 µs
-        (17, 32, 4, 1024, 4),  # measured: M32 bf16 12.32, M32 fp32 13.79 µs
+        (1, 4, 4, 4096, 16),  # measured: M1 bf16 6.18, M1 fp32 5.66, M4 bf16 6.62, M4 fp32 6.08 µs
+        (5, 16, 8, 2048, 16),  # measured: M8 bf16 6.75, M8 fp32 7.01, M16 bf16 8.51, M16 fp32 9.02 µs
+        # measured: M32 bf16 9.76, M32 fp32 9.82 µs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=64, split_k=16, tf32x3=True,
+                      num_warps=4, num_stages=3)),
     )),
     (6144, 128): _router((
-        (1, 4, 1, 2048, 16),  # measured: M1 bf16 5.57, M1 fp32 5.73, M4 bf16 6.43, M4 fp32 6.72 µs
-        (5, 16, 4, 2048, 16),  # measured: M8 bf16 7.14, M8 fp32 7.14, M16 bf16 9.31, M16 fp32 9.54 µs
-        (17, 32, 4, 512, 4),  # measured: M32 bf16 10.94, M32 fp32 14.40 µs
+        (1, 4, 1, 2048, 16),  # measured: M1 bf16 5.28, M1 fp32 5.06, M4 bf16 6.18, M4 fp32 6.37 µs
+        (5, 16, 4, 2048, 16),  # measured: M8 bf16 6.85, M8 fp32 6.82, M16 bf16 9.06, M16 fp32 9.60 µs
+        # measured: M32 bf16 10.08, M32 fp32 10.14 µs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=64, split_k=16, tf32x3=True,
+                      num_warps=4, num_stages=3)),
     )),
     (6144, 256): _router((
-        (1, 4, 4, 2048, 8),  # measured: M1 bf16 6.94, M1 fp32 6.62, M4 bf16 7.62, M4 fp32 8.61 µs
-        (5, 16, 4, 512, 4),  # measured: M8 bf16 10.37, M8 fp32 8.42, M16 bf16 10.91, M16 fp32 14.37 µs
-        (17, 32, 4, 256, 1),  # measured: M32 bf16 17.09, M32 fp32 19.78 µs
+        (1, 4, 1, 1024, 8),  # measured: M1 bf16 6.24, M1 fp32 6.05, M4 bf16 7.55, M4 fp32 7.78 µs
+        # measured: M8 bf16 9.06, M8 fp32 9.09, M16 bf16 9.18, M16 fp32 9.22 µs
+        (5, 16, dict(kernel="splitk", block_m=16, block_n=32, block_k=64, split_k=32, tf32x3=True,
+                     num_warps=4, num_stages=3)),
+        # measured: M32 bf16 12.58, M32 fp32 11.97 µs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=64, block_k=64, split_k=24, tf32x3=True,
+                      num_warps=4, num_stages=3)),
     )),
 }
 
