@@ -86,14 +86,19 @@ TOPK = 16
 # ---------------------------------------------------------------------------------------------
 # buckets and defaults (the untuned content of specs/tuned_sm_90.py)
 
-ROUTER_BUCKETS = ((1, 4), (5, 16), (17, 32))  # fixed by the router family
-ROUTER_REPS = {(1, 4): (1, 4), (5, 16): (8, 16), (17, 32): (32,)}
-ROUTER_DEFAULT = {(1, 4): (1, 1024, 8), (5, 16): (4, 1024, 8), (17, 32): (8, 1024, 8)}
+# Token-count buckets of the sm_90 router table: finer than upstream's 1–4, 5–16, 17–32 because
+# the best kernel changes inside them (per-expert at M = 8, split-K at M = 16 in session 3).
+ROUTER_BUCKETS = ((1, 1), (2, 4), (5, 8), (9, 16), (17, 32))
+ROUTER_REPS = {(1, 1): (1,), (2, 4): (2, 4), (5, 8): (8,), (9, 16): (16,), (17, 32): (24, 32)}
+# untuned rows: upstream's gfx950 defaults of the bucket the range lies in
+ROUTER_DEFAULT = {(1, 1): (1, 1024, 8), (2, 4): (1, 1024, 8), (5, 8): (4, 1024, 8),
+                  (9, 16): (4, 1024, 8), (17, 32): (8, 1024, 8)}
 ROUTER_BM = (1, 2, 4, 8, 16, 32)
 ROUTER_BK = (256, 512, 1024, 2048, 4096)
 ROUTER_NW = (1, 2, 4, 8, 16)
 # per-expert block_m by bucket (bm ≤ bucket hi as well)
-ROUTER_BM_BY_BUCKET = {(1, 4): (1, 4), (5, 16): (4, 8), (17, 32): (4, 8)}
+ROUTER_BM_BY_BUCKET = {(1, 1): (1,), (2, 4): (1, 2, 4), (5, 8): (4, 8), (9, 16): (4, 8),
+                       (17, 32): (4, 8)}
 # split-K kernel sweep
 SPLITK_BN = (16, 32, 64)
 SPLITK_BK = (64, 128, 256)
@@ -1008,7 +1013,8 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w("        for r in rows))")
     w("")
     w("")
-    w("# choice = smallest worst-case slowdown over the bucket's token counts (1, 4 | 8, 16 | 32) ×")
+    reps = " | ".join(", ".join(map(str, ROUTER_REPS[b])) for b in ROUTER_BUCKETS)
+    w(f"# choice = smallest worst-case slowdown over the bucket's token counts ({reps}) ×")
     w("# x dtype (bf16, fp32), over both kernels")
     w("ROUTER_GEMM = {")
     for K, N in shapes:
@@ -1410,8 +1416,8 @@ def dry_run(tmpdir: str) -> list:
         tuner.tune_router()
         tuner.tune_decode(True, True)
         for (K, N, lo, hi), v in tuner.router_best.items():
-            if hi <= 4:  # per-expert optimum
-                want = (4, 1024 if K % 1024 == 0 else None, 4)
+            if hi <= 4:  # per-expert optimum (block_m 4 where the bucket allows it)
+                want = (min(4, hi), 1024 if K % 1024 == 0 else None, 4)
                 if v.get("kernel") == "splitk" or \
                         (v["block_m"], v["block_k"], v["num_warps"]) != want:
                     problems.append(f"router {K}x{N} {lo}-{hi}: picked {v}, want {want}")
@@ -1535,8 +1541,8 @@ def selftest() -> int:
                 print(source)
         # a broken table must be refused by the loader (the check is not vacuous)
         good = render_tuned(meta, {}, {}, {}, dom)
-        # drop the first router 5–16 token bucket: a gap the loader must refuse
-        start = good.index("\n        (5, 16, ") + 1
+        # drop the first router 5–8 token bucket: a gap the loader must refuse
+        start = good.index("\n        (5, 8, ") + 1
         bad = good[:start] + good[good.index("\n", start) + 1:]
         assert bad != good, "selftest: gap injection did not apply"
         try:
