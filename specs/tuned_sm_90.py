@@ -11,12 +11,12 @@ from .defaults import (DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS,
 
 MEASURED = dict(
     decode_tables="kept from the tune of 2026-11-29 11:44:37 UTC (python3 tools/tune.py --write-specs --out /root/out --budget-s 420)",
-    date="2026-11-29 13:00:51 UTC",
+    date="2026-11-29 13:09:45 UTC",
     device="NVIDIA H200",
     torch="2.11.0+cu130",
     triton="3.6.0",
     l2_flush="read",
-    command="python3 tools/tune.py --sections router --write-specs --out /root/out --budget-s 330",
+    command="python3 tools/tune.py --sections router --write-specs --out /root/out --budget-s 280",
 )
 
 
@@ -29,44 +29,56 @@ def _router(rows):
         for r in rows))
 
 
-# choice = smallest worst-case slowdown over the bucket's token counts (1, 4 | 8, 16 | 32) ×
+# choice = smallest worst-case slowdown over the bucket's token counts (1 | 2, 4 | 8 | 16 | 24, 32) ×
 # x dtype (bf16, fp32), over both kernels
 ROUTER_GEMM = {
     (3072, 256): _router((
-        (1, 4, 1, 1024, 8),  # measured: M1 bf16 4.96, M1 fp32 5.09, M4 bf16 6.14, M4 fp32 6.46 µs
-        # measured: M8 bf16 7.90, M8 fp32 8.06, M16 bf16 7.87, M16 fp32 7.90 µs
-        (5, 16, dict(kernel="splitk", block_m=16, block_n=32, block_k=64, split_k=16, tf32x3=True,
-                     num_warps=4, num_stages=3)),
-        # measured: M32 bf16 9.47, M32 fp32 9.38 µs
-        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=64, split_k=16, tf32x3=True,
+        (1, 1, 1, 1024, 8),  # measured: M1 bf16 5.50, M1 fp32 5.73 µs
+        (2, 4, 2, 1024, 8),  # measured: M2 bf16 5.82, M2 fp32 5.79, M4 bf16 6.21, M4 fp32 5.89 µs
+        (5, 8, 4, 1024, 8),  # measured: M8 bf16 6.62, M8 fp32 6.78 µs
+        # measured: M16 bf16 8.03, M16 fp32 8.32 µs
+        (9, 16, dict(kernel="splitk", block_m=16, block_n=16, block_k=64, split_k=16, tf32x3=True,
+                     num_warps=2, num_stages=3)),
+        # measured: M24 bf16 9.47, M24 fp32 9.70, M32 bf16 9.66, M32 fp32 10.14 µs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=64, split_k=8, tf32x3=True,
                       num_warps=4, num_stages=3)),
     )),
     (4096, 8): _router((
-        (1, 4, 1, 4096, 16),  # measured: M1 bf16 4.64, M1 fp32 4.42, M4 bf16 4.64, M4 fp32 4.48 µs
-        (5, 16, 4, 4096, 16),  # measured: M8 bf16 4.96, M8 fp32 5.44, M16 bf16 4.99, M16 fp32 5.15 µs
-        (17, 32, 4, 4096, 16),  # measured: M32 bf16 4.93, M32 fp32 5.41 µs
+        (1, 1, 1, 4096, 16),  # measured: M1 bf16 4.42, M1 fp32 4.10 µs
+        (2, 4, 1, 4096, 16),  # measured: M2 bf16 4.42, M2 fp32 4.26, M4 bf16 4.26, M4 fp32 4.42 µs
+        (5, 8, 4, 4096, 16),  # measured: M8 bf16 4.86, M8 fp32 4.86 µs
+        (9, 16, 4, 4096, 16),  # measured: M16 bf16 4.96, M16 fp32 5.25 µs
+        (17, 32, 4, 4096, 16),  # measured: M24 bf16 4.99, M24 fp32 5.09, M32 bf16 5.12, M32 fp32 5.25 µs
     )),
     (4096, 192): _router((
-        (1, 4, 4, 4096, 16),  # measured: M1 bf16 6.18, M1 fp32 5.66, M4 bf16 6.62, M4 fp32 6.08 µs
-        (5, 16, 8, 2048, 16),  # measured: M8 bf16 6.75, M8 fp32 7.01, M16 bf16 8.51, M16 fp32 9.02 µs
-        # measured: M32 bf16 9.76, M32 fp32 9.82 µs
-        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=64, split_k=16, tf32x3=True,
-                      num_warps=4, num_stages=3)),
+        (1, 1, 1, 2048, 16),  # measured: M1 bf16 5.34, M1 fp32 5.44 µs
+        (2, 4, 2, 4096, 8),  # measured: M2 bf16 5.82, M2 fp32 5.63, M4 bf16 6.34, M4 fp32 6.21 µs
+        (5, 8, 4, 1024, 8),  # measured: M8 bf16 6.75, M8 fp32 7.17 µs
+        (9, 16, 4, 512, 2),  # measured: M16 bf16 8.45, M16 fp32 8.26 µs
+        # measured: M24 bf16 9.73, M24 fp32 9.82, M32 bf16 10.02, M32 fp32 10.21 µs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=32, block_k=64, split_k=32, tf32x3=True,
+                      num_warps=4, num_stages=2)),
     )),
     (6144, 128): _router((
-        (1, 4, 1, 2048, 16),  # measured: M1 bf16 5.28, M1 fp32 5.06, M4 bf16 6.18, M4 fp32 6.37 µs
-        (5, 16, 4, 2048, 16),  # measured: M8 bf16 6.85, M8 fp32 6.82, M16 bf16 9.06, M16 fp32 9.60 µs
-        # measured: M32 bf16 10.08, M32 fp32 10.14 µs
-        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=64, split_k=16, tf32x3=True,
+        (1, 1, 1, 2048, 16),  # measured: M1 bf16 5.09, M1 fp32 5.09 µs
+        (2, 4, 2, 2048, 16),  # measured: M2 bf16 5.98, M2 fp32 6.08, M4 bf16 6.18, M4 fp32 5.63 µs
+        (5, 8, 4, 2048, 16),  # measured: M8 bf16 6.62, M8 fp32 7.33 µs
+        # measured: M16 bf16 8.13, M16 fp32 8.29 µs
+        (9, 16, dict(kernel="splitk", block_m=16, block_n=32, block_k=64, split_k=32, tf32x3=True,
+                     num_warps=4, num_stages=3)),
+        # measured: M24 bf16 9.98, M24 fp32 9.98, M32 bf16 10.18, M32 fp32 10.37 µs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=16, block_k=64, split_k=32, tf32x3=True,
                       num_warps=4, num_stages=3)),
     )),
     (6144, 256): _router((
-        (1, 4, 1, 1024, 8),  # measured: M1 bf16 6.24, M1 fp32 6.05, M4 bf16 7.55, M4 fp32 7.78 µs
-        # measured: M8 bf16 9.06, M8 fp32 9.09, M16 bf16 9.18, M16 fp32 9.22 µs
-        (5, 16, dict(kernel="splitk", block_m=16, block_n=32, block_k=64, split_k=32, tf32x3=True,
+        (1, 1, 1, 2048, 16),  # measured: M1 bf16 6.08, M1 fp32 6.08 µs
+        (2, 4, 1, 1024, 8),  # measured: M2 bf16 6.72, M2 fp32 6.78, M4 bf16 7.39, M4 fp32 7.68 µs
+        (5, 8, 4, 512, 4),  # measured: M8 bf16 10.37, M8 fp32 8.06 µs
+        # measured: M16 bf16 9.50, M16 fp32 9.54 µs
+        (9, 16, dict(kernel="splitk", block_m=16, block_n=32, block_k=64, split_k=32, tf32x3=True,
                      num_warps=4, num_stages=3)),
-        # measured: M32 bf16 12.58, M32 fp32 11.97 µs
-        (17, 32, dict(kernel="splitk", block_m=32, block_n=64, block_k=64, split_k=24, tf32x3=True,
+        # measured: M24 bf16 12.13, M24 fp32 11.52, M32 bf16 12.48, M32 fp32 12.00 µs
+        (17, 32, dict(kernel="splitk", block_m=32, block_n=64, block_k=64, split_k=32, tf32x3=True,
                       num_warps=4, num_stages=3)),
     )),
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Kernels to look at under Nsight Compute (ncu) on the H200: the slow split-K router kernel,
-the per-expert router kernel the tables use, and the two decode kernels at a small context.
+"""Kernels to look at under Nsight Compute (ncu) on the H200: the router GEMM as the sm_90
+table launches it at (6144, 128) for M = 1, 8, 32 (per-expert, per-expert, tf32x3 split-K),
+the split-K kernel forced at M = 1 (to compare its main body with the per-expert kernel's),
+and the two decode kernels at a small context.
 
     ncu --clock-control none --section SpeedOfLight --section LaunchStats \\
-        --section Occupancy --section WarpStateStats \\
+        --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \\
         -k regex:'router_gemm|score_split|topk_fused' python3 tools/profile_kernels.py
 
 Each kernel runs twice eagerly (the first call compiles); ncu serialises and times every
@@ -22,19 +24,23 @@ import bench  # noqa: E402
 def main():
     common.setup(False)
     import torch
+
     import generated
     from generated import moe_router as mr
 
     g = torch.Generator(device="cuda").manual_seed(1)
-    K, N, M = 6144, 128, 32
+    K, N = 6144, 128
     w = torch.randn((N, K), generator=g, device="cuda") * K ** -0.5
-    x = torch.randn((M, K), generator=g, device="cuda").to(torch.bfloat16)
-    out = torch.empty((M, N), device="cuda")
-    for _ in range(2):  # the best split-K configuration of the run-10 tune at this shape
-        mr.launch_router_gemm_splitk(x, w, out, block_m=32, block_n=32, block_k=64, split_k=32,
-                                     tf32x3=False, num_warps=4, num_stages=3)
-    for _ in range(2):  # the table's per-expert kernel
-        generated.router_gemm(x, w)
+    for M in (1, 8, 32):
+        x = torch.randn((M, K), generator=g, device="cuda")
+        print(f"router M{M}: {mr.explain_router_gemm(K, N, M, 'sm_90')}", flush=True)
+        for _ in range(2):
+            generated.router_gemm(x, w)
+    x = torch.randn((1, K), generator=g, device="cuda")
+    out = torch.empty((1, N), device="cuda")
+    for _ in range(2):  # the M 17–32 row's split-K configuration, at M = 1
+        mr.launch_router_gemm_splitk(x, w, out, block_m=16, block_n=16, block_k=64, split_k=32,
+                                     tf32x3=True, num_warps=4, num_stages=3)
     sc = bench.Scenario(1, 8192, 4)
     inp = bench.make_decode_inputs(sc, "cuda")
     fn = bench.ours_fn(generated, sc, inp, "sm_90")
