@@ -162,13 +162,18 @@ def parse_args(argv=None):
                    help="CPU: load specs/ with PATH as tuned_sm_90.py through the registry")
     p.add_argument("--sections", default="router,scorer,selector",
                    help="comma list of router, scorer, selector (selector needs scorer); "
-                        "with only router, --write-specs keeps the current decode tables")
+                        "--write-specs keeps the current tables of a section not measured "
+                        "(router, or scorer + selector together)")
     p.add_argument("--shapes", default=None,
                    help="router weight shapes to measure, e.g. 6144x128,3072x256 (default: "
                         "all; a subset cannot be written with --write-specs)")
     args = p.parse_args(argv)
     if not args.selftest and not args.check_file and not args.out:
         p.error("--out is required (except with --selftest)")
+    measured = {x.strip() for x in args.sections.split(",") if x.strip()}
+    if args.write_specs and ("scorer" in measured) != ("selector" in measured):
+        p.error("--sections: --write-specs needs scorer and selector together (the other one's "
+                "measured tables would be replaced by defaults)")
     if args.shapes is not None:
         try:
             args.shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -1213,37 +1218,52 @@ def verify_lookups(reg, router, scorer, selector, dom) -> int:
     return checked
 
 
+ROUTER_MARKER = "\n\ndef _router(rows):"
 DECODE_MARKER = "# Untuned rows use upstream's defaults (specs/defaults.py)."
+SECTION_KEYS = {"router": "router_tables", "decode": "decode_tables"}
 
 
-def splice_decode(new_source: str, old_source: str) -> str:
-    """new_source's header and router tables + old_source's decode tables (scorer, selector).
+def _split_tuned(source: str) -> tuple:
+    """(header with MEASURED, router tables, decode tables) of a tuned file's source."""
+    r, d = source.index(ROUTER_MARKER), source.index(DECODE_MARKER)
+    return source[:r], source[r:d], source[d:]
 
-    For a router-only tune: the decode tables of the file being replaced stay as they were
-    measured, and MEASURED gains `decode_tables` saying which tune they come from."""
-    head = new_source[:new_source.index(DECODE_MARKER)]
-    tail = old_source[old_source.index(DECODE_MARKER):]
+
+def splice_tables(new_source: str, old_source: str, keep: str) -> str:
+    """new_source with the `keep` tables ("router" or "decode") of old_source.
+
+    For a tune of the other section only: the kept tables stay as they were measured, and
+    MEASURED gains `router_tables` / `decode_tables` saying which tune they come from."""
+    head, router, decode = _split_tuned(new_source)
+    _, old_router, old_decode = _split_tuned(old_source)
+    if keep == "router":
+        router = old_router
+    elif keep == "decode":
+        decode = old_decode
+    else:
+        raise ValueError(f"keep: 'router' or 'decode', got {keep!r}")
     meta = re.search(r"^MEASURED = dict\(\n(.*?)^\)", old_source, re.S | re.M).group(1)
-    kept = re.search(r'^    decode_tables=(".*"),$', meta, re.M)
+    key = SECTION_KEYS[keep]
+    kept = re.search(rf'^    {key}=(".*"),$', meta, re.M)
     if kept:
         origin = kept.group(1)
     else:
         date = re.search(r'^    date="(.*)",$', meta, re.M).group(1)
         command = re.search(r'^    command="(.*)",$', meta, re.M).group(1)
         origin = _lit(f"kept from the tune of {date} ({command})")
-    head = head.replace("MEASURED = dict(\n", f"MEASURED = dict(\n    decode_tables={origin},\n", 1)
-    return head + tail
+    head = head.replace("MEASURED = dict(\n", f"MEASURED = dict(\n    {key}={origin},\n", 1)
+    return head + router + decode
 
 
 def write_specs(tuner_or_meta, router, scorer, selector, out_dir, apply=True,
-                keep_decode_from: str | None = None) -> dict:
-    """Render the tuned file into out_dir (and specs/ with apply); keep_decode_from: the
-    source whose decode tables replace the rendered ones (a router-only tune)."""
+                keep_from: str | None = None, keep: str | None = None) -> dict:
+    """Render the tuned file into out_dir (and specs/ with apply); keep_from/keep: the source
+    whose `keep` tables ("router" | "decode") replace the rendered ones (a one-section tune)."""
     dom = load_domains()
     meta = tuner_or_meta
     source = render_tuned(meta, router, scorer, selector, dom)
-    if keep_decode_from is not None:
-        source = splice_decode(source, keep_decode_from)
+    if keep is not None:
+        source = splice_tables(source, keep_from, keep)
     result = {"domains": dom.get("source")}
     if out_dir:
         with open(os.path.join(out_dir, "tuned_sm_90.py"), "w", encoding="utf-8") as f:
@@ -1559,20 +1579,29 @@ def selftest() -> int:
             common.say(f"  FAIL dry run: {pr}")
         common.say(f"  {'ok  ' if not problems else 'FAIL'} dry run of the tuner "
                    f"({time.time() - t:.1f}s)")
-        # a router-only tune keeps the current file's decode tables verbatim, twice in a row
+        # a one-section tune keeps the current file's other tables verbatim, twice in a row,
+        # and the two kinds of splice compose
         with open(SPEC_FILE, encoding="utf-8") as f:
             current = f.read()
-        once = splice_decode(render_tuned(meta, cases[1][1][0], {}, {}, dom), current)
-        twice = splice_decode(render_tuned(meta, cases[1][1][0], {}, {}, dom), once)
-        ok = (once == twice and once.endswith(current[current.index(DECODE_MARKER):])
-              and once.count("decode_tables=") == 1)
-        try:
-            check_spec_source(twice)
-        except Exception as e:  # noqa: BLE001
-            ok = False
-            common.say(f"  FAIL spliced table refused: {type(e).__name__}: {e}")
-        failures += not ok
-        common.say(f"  {'ok  ' if ok else 'FAIL'} router-only tune keeps the decode tables")
+        cur = _split_tuned(current)
+        router_only = render_tuned(meta, cases[1][1][0], {}, {}, dom)
+        decode_only = render_tuned(meta, {}, *cases[1][1][1:], dom)
+        for keep, fresh, part in (("decode", router_only, 2), ("router", decode_only, 1)):
+            once = splice_tables(fresh, current, keep)
+            twice = splice_tables(fresh, once, keep)
+            both = splice_tables(splice_tables(fresh, current, keep), current,
+                                 "router" if keep == "decode" else "decode")
+            ok = (once == twice and _split_tuned(once)[part] == cur[part]
+                  and once.count(f"{SECTION_KEYS[keep]}=") == 1
+                  and _split_tuned(both)[1:] == cur[1:])
+            try:
+                check_spec_source(twice)
+            except Exception as e:  # noqa: BLE001
+                ok = False
+                common.say(f"  FAIL spliced table refused: {type(e).__name__}: {e}")
+            failures += not ok
+            common.say(f"  {'ok  ' if ok else 'FAIL'} a tune without the {keep} sections keeps "
+                       f"the {keep} tables")
         # write_specs(apply=False) end to end into a temp DIR
         res = write_specs(meta, *cases[1][1], tmpdir, apply=False)
         if res.get("verified") is not True:
@@ -1641,13 +1670,19 @@ def main(argv=None):
             "triton": env["triton"], "l2_flush": env.get("l2_flush"), "command": "python3 tools/tune.py " + " ".join(
                 a for a in (argv if argv is not None else sys.argv[1:]))}
     # always leave the rendered table in DIR; --write-specs also replaces specs/tuned_sm_90.py.
-    # A router-only tune keeps the decode tables of the current file.
+    # A router-only tune keeps the decode tables of the current file, a scorer + selector tune
+    # its router tables.
     keep = None
     if "scorer" not in sections and "selector" not in sections:
+        keep = "decode"
+    elif "router" not in sections:
+        keep = "router"
+    current = None
+    if keep:
         with open(SPEC_FILE, encoding="utf-8") as f:
-            keep = f.read()
+            current = f.read()
     res = write_specs(meta, tuner.router_best, tuner.scorer_best, tuner.selector_best,
-                      args.out, apply=args.write_specs, keep_decode_from=keep)
+                      args.out, apply=args.write_specs, keep_from=current, keep=keep)
     tuner.log["write"] = res
     tuner.save(final=True)
     print_summary(tuner, res, args)
