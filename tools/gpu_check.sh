@@ -3,7 +3,10 @@
 #
 #   bash tools/gpu_check.sh          # GPU tests, then the benchmark
 #   bash tools/gpu_check.sh tune     # tools/tune.py --write-specs first, then tests + benchmark
-#   bash tools/gpu_check.sh tune-only   # only the tuner (fits one 10-minute device call)
+#   bash tools/gpu_check.sh tune-only   # only the tuner, every section (since session 3 it
+#                                       # may not fit one 10-minute device call: use the halves)
+#   bash tools/gpu_check.sh tune-router # only the router tables (keeps the decode tables)
+#   bash tools/gpu_check.sh tune-decode # only the scorer + selector tables (keeps the router's)
 #   bash tools/gpu_check.sh bench-only  # only the benchmark
 #   bash tools/gpu_check.sh verify      # GPU tests + quick bench (the first call of a session)
 #
@@ -22,8 +25,8 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 MODE=${1:-all}
 PY=${PYTHON:-python3}
-case "$MODE" in all|tune|tune-only|bench-only|verify) ;;
-  *) echo "usage: $0 [tune|tune-only|bench-only|verify]"; exit 2;; esac
+case "$MODE" in all|tune|tune-only|tune-router|tune-decode|bench-only|verify) ;;
+  *) echo "usage: $0 [tune|tune-only|tune-router|tune-decode|bench-only|verify]"; exit 2;; esac
 
 start=$(date +%s)
 tests_rc=- ; bench_rc=- ; tune_rc=-
@@ -35,9 +38,13 @@ tests_rc=- ; bench_rc=- ; tune_rc=-
 } > "$OUT/env.txt"
 cat "$OUT/env.txt"
 
-if [ "$MODE" = tune ] || [ "$MODE" = tune-only ]; then
-  echo "== tune ($(date -u +%T))"
-  $PY tools/tune.py --write-specs --out "$OUT" 2>&1 | tee "$OUT/tune.log"
+if [ "$MODE" = tune ] || [ "$MODE" = tune-only ] || [ "$MODE" = tune-router ] || \
+   [ "$MODE" = tune-decode ]; then
+  sections=router,scorer,selector
+  [ "$MODE" = tune-router ] && sections=router
+  [ "$MODE" = tune-decode ] && sections=scorer,selector
+  echo "== tune $sections ($(date -u +%T))"
+  $PY tools/tune.py --write-specs --sections "$sections" --out "$OUT" 2>&1 | tee "$OUT/tune.log"
   tune_rc=$?
 fi
 
