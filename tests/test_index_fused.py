@@ -21,6 +21,7 @@ import generated.decode_indexer as decode_indexer  # noqa: E402
 from generated import index_decode, index_decode_scores, index_decode_with_launch  # noqa: E402
 from generated.index_fused import launch_index_fused  # noqa: E402
 from generated.index_score import alloc_scores, launch_score_split  # noqa: E402
+from decode_inputs import make_decode_inputs  # noqa: E402
 from graph_capture import capture  # noqa: E402
 from reference_topk import cdiv, reference_sparse_table, reference_topk  # noqa: E402
 
@@ -40,20 +41,9 @@ LENS = [0, 1, 127, 128, 129, 2, 1000, 2600]
 
 
 def make_inputs(H, Q, lens, D=16, seed=0, extra_tokens=5, device=DEVICE):
-    g = torch.Generator().manual_seed(seed)
-    R = len(lens)
-    max_seq_len = max(lens) + extra_tokens
-    max_block = cdiv(max_seq_len, 128)
-    num_pages = R * max_block + 3
-    cache = torch.randn((num_pages, 128, D), generator=g).to(BF16)
-    block_table = torch.randperm(num_pages, generator=g)[: R * max_block].reshape(R, max_block)
-    q = torch.randn((R * Q, H, D), generator=g).to(BF16)
-    # attention table: page ids disjoint from the index table's (>= 100000)
-    attn = torch.randperm(R * max_block * 4, generator=g)[: R * max_block].reshape(R, max_block)
-    return dict(idx_q=q.to(device), index_kv_cache=cache.to(device),
-                block_table=block_table.to(torch.int32).to(device),
-                seq_lens=torch.tensor(lens, dtype=torch.int32, device=device),
-                max_seq_len=max_seq_len), (attn + 100000).to(torch.int32).to(device), max_block
+    """(index_decode kwargs, attention table, max_block), bf16."""
+    return make_decode_inputs(H, Q, lens, D=D, seed=seed, extra_tokens=extra_tokens,
+                              device=device, attention_table=True)
 
 
 def split_launch(kv_chunks, num_warps=4, num_stages=2):

@@ -26,6 +26,7 @@ from generated import (  # noqa: E402
     sparse_block_page_stride,
 )
 from generated.index_topk import launch_sparse_table_decode, launch_topk_fused  # noqa: E402
+from decode_inputs import make_decode_inputs  # noqa: E402
 from graph_capture import capture  # noqa: E402
 from reference_topk import (  # noqa: E402
     NAN_SCORE_F32,
@@ -393,21 +394,6 @@ def test_alloc_and_page_stride_helpers():
 
 # ------------------------------------------------------------------------------------------------
 # §12.10 end-to-end index_decode vs dense reference; emission through the wrapper
-
-
-def make_decode_inputs(H, Q, lens, D=16, seed=0, extra_tokens=5, dtype=torch.bfloat16):
-    g = torch.Generator().manual_seed(seed)
-    R = len(lens)
-    max_seq_len = max(lens) + extra_tokens
-    max_block = cdiv(max_seq_len, 128)
-    num_pages = R * max_block + 3
-    cache = torch.randn((num_pages, 128, D), generator=g).to(dtype)
-    block_table = torch.randperm(num_pages, generator=g)[: R * max_block].reshape(R, max_block)
-    q = torch.randn((R * Q, H, D), generator=g).to(dtype)
-    return dict(idx_q=q.to(DEVICE), index_kv_cache=cache.to(DEVICE),
-                block_table=block_table.to(torch.int32).to(DEVICE),
-                seq_lens=torch.tensor(lens, dtype=torch.int32, device=DEVICE),
-                max_seq_len=max_seq_len), max_block
 
 
 E2E_CASES = [
