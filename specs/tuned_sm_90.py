@@ -10,13 +10,13 @@ from .defaults import (DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS,
                        UNTUNED_SPLIT_OPTIONS)
 
 MEASURED = dict(
-    decode_tables="kept from the tune of 2026-11-29 11:44:37 UTC (python3 tools/tune.py --write-specs --out /root/out --budget-s 420)",
-    date="2026-11-29 13:09:45 UTC",
+    router_tables="kept from the tune of 2026-11-29 13:09:45 UTC (python3 tools/tune.py --sections router --write-specs --out /root/out --budget-s 280)",
+    date="2026-11-29 13:45:49 UTC",
     device="NVIDIA H200",
     torch="2.11.0+cu130",
     triton="3.6.0",
     l2_flush="read",
-    command="python3 tools/tune.py --sections router --write-specs --out /root/out --budget-s 280",
+    command="python3 tools/tune.py --write-specs --sections scorer,selector --out /root/out",
 )
 
 
@@ -99,65 +99,70 @@ _TUNED = {"hardware": "sm_90", "q_dtype": "bf16", "cache_dtype": "bf16",
 INDEX_SCORE = [
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(0, 64)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 7.55, R2 8.42 µs
-             (1, 2, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
-                         num_stages=1)),
-             # measured: R4 9.76 µs
-             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=2,
+             # measured: R1 7.62, R2 8.38 µs
+             (1, 2, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
                          num_stages=3)),
-             # measured: R8 12.00 µs
-             (5, 8, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
-                         num_stages=3)),
-             # measured: R11 13.95 µs
-             (9, 11, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
-                          num_stages=2)),
-             # measured: R16 15.81 µs
-             (12, 16, dict(kv_chunks=16, high_batch=False, static_chunks=False, num_warps=2,
+             # measured: R4 9.66 µs
+             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
+                         num_stages=2)),
+         )), note="split, bf16 D128 H1, Qmax 1, max_block 0–64"),
+    Rule(when={**_TUNED, "max_q": 1, "max_block": between(0, 64)},
+         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
+             # measured: R8 12.16 µs
+             (5, 8, dict(program_budget=528, num_warps=4, num_stages=2)),
+         )), note="balanced, bf16 D128 H1, Qmax 1, max_block 0–64"),
+    Rule(when={**_TUNED, "max_q": 1, "max_block": between(0, 64)},
+         variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
+             # measured: R11 13.57 µs
+             (9, 11, dict(kv_chunks=16, high_batch=False, static_chunks=False, num_warps=8,
+                          num_stages=3)),
+             # measured: R16 15.42 µs
+             (12, 16, dict(kv_chunks=16, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=3)),
-             # measured: R32 23.65 µs
-             (17, 32, dict(kv_chunks=16, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R32 23.39 µs
+             (17, 32, dict(kv_chunks=16, high_batch=False, static_chunks=True, num_warps=4,
                            num_stages=2)),
-             # measured: R64 38.40 µs
+             # measured: R64 38.98 µs
              (33, 64, dict(kv_chunks=8, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R128 67.84 µs
-             (65, 256, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R128 69.15 µs
+             (65, 256, dict(kv_chunks=32, high_batch=False, static_chunks=True, num_warps=4,
                             num_stages=2)),
              # default (not measured)
              (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4,
                               num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
+         variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
+             # measured: R1 10.72, R2 12.83 µs
+             (1, 2, dict(kv_chunks=256, topk_tile=256, num_warps=4, num_stages=2)),
+         )), note="fused, bf16 D128 H1, Qmax 1, max_block 65–256"),
+    Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 10.88, R2 12.80 µs
-             (1, 2, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
-                         num_stages=3)),
-             # measured: R4 16.19 µs
+             # measured: R4 15.90 µs
              (3, 4, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
                          num_stages=2)),
+             # measured: R8 23.97 µs
+             (5, 8, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
+                         num_stages=2)),
+             # measured: R11 30.40 µs
+             (9, 11, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
+                          num_stages=2)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 65–256"),
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
          variant="index_decode_fused", by=Buckets(axis="num_reqs", rows=(
-             # measured: R8 24.64 µs
-             (5, 8, dict(kv_chunks=64, topk_tile=256, num_warps=4, num_stages=2)),
+             # measured: R16 39.62 µs
+             (12, 16, dict(kv_chunks=32, topk_tile=256, num_warps=4, num_stages=2)),
          )), note="fused, bf16 D128 H1, Qmax 1, max_block 65–256"),
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
-         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
-             # measured: R11 30.43 µs
-             (9, 11, dict(program_budget=264, num_warps=2, num_stages=3)),
-         )), note="balanced, bf16 D128 H1, Qmax 1, max_block 65–256"),
-    Rule(when={**_TUNED, "max_q": 1, "max_block": between(65, 256)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R16 39.42 µs
-             (12, 16, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R32 70.05 µs
+             (17, 32, dict(kv_chunks=8, high_batch=False, static_chunks=True, num_warps=4,
+                           num_stages=3)),
+             # measured: R64 129.41 µs
+             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
                            num_stages=2)),
-             # measured: R32 69.25 µs
-             (17, 32, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
-                           num_stages=2)),
-             # measured: R64 127.36 µs
-             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
-                           num_stages=2)),
-             # measured: R128 242.18 µs
+             # measured: R128 247.36 µs
              (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
                             num_stages=2)),
              # default (not measured)
@@ -165,29 +170,31 @@ INDEX_SCORE = [
                               num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 1, max_block 65–256"),
     Rule(when={**_TUNED, "max_q": 1, "max_block": between(257, 65534)},
+         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
+             # measured: R1 17.44, R2 26.59 µs
+             (1, 2, dict(program_budget=264, num_warps=4, num_stages=3)),
+         )), note="balanced, bf16 D128 H1, Qmax 1, max_block 257–65534"),
+    Rule(when={**_TUNED, "max_q": 1, "max_block": between(257, 65534)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 17.63, R2 26.05 µs
-             (1, 2, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R4 40.96 µs
+             (3, 4, dict(kv_chunks=512, high_batch=False, static_chunks=True, num_warps=4,
                          num_stages=2)),
-             # measured: R4 40.67 µs
-             (3, 4, dict(kv_chunks=1024, high_batch=False, static_chunks=True, num_warps=4,
-                         num_stages=2)),
-             # measured: R8 69.76 µs
+             # measured: R8 70.72 µs
              (5, 8, dict(kv_chunks=512, high_batch=False, static_chunks=True, num_warps=4,
                          num_stages=2)),
-             # measured: R11 92.48 µs
-             (9, 11, dict(kv_chunks=512, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R11 92.77 µs
+             (9, 11, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
                           num_stages=2)),
-             # measured: R16 128.32 µs
+             # measured: R16 129.34 µs
              (12, 16, dict(kv_chunks=512, high_batch=False, static_chunks=True, num_warps=4,
                            num_stages=2)),
-             # measured: R32 243.39 µs
+             # measured: R32 247.68 µs
              (17, 32, dict(kv_chunks=256, high_batch=False, static_chunks=True, num_warps=4,
+                           num_stages=2)),
+             # measured: R64 483.33 µs
+             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
                            num_stages=3)),
-             # measured: R64 473.82 µs
-             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
-                           num_stages=3)),
-             # measured: R128 934.02 µs
+             # measured: R128 955.30 µs
              (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
                             num_stages=3)),
              # default (not measured)
@@ -196,33 +203,34 @@ INDEX_SCORE = [
          )), note="split, bf16 D128 H1, Qmax 1, max_block 257–65534"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 7.68, R2 8.29 µs
+             # measured: R1 7.68, R2 8.19 µs
              (1, 2, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
                          num_stages=2)),
-             # measured: R4 9.92 µs
-             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
-                         num_stages=3)),
+             # measured: R4 9.73 µs
+             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
+                         num_stages=2)),
+             # measured: R8 11.97 µs
+             (5, 8, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
+                         num_stages=2)),
          )), note="split, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
          variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
-             # measured: R8 12.35 µs
-             (5, 8, dict(program_budget=528, num_warps=4, num_stages=2)),
              # measured: R11 13.79 µs
-             (9, 11, dict(program_budget=528, num_warps=4, num_stages=2)),
+             (9, 11, dict(program_budget=264, num_warps=4, num_stages=2)),
          )), note="balanced, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(0, 64)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R16 15.74 µs
-             (12, 16, dict(kv_chunks=16, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R16 15.55 µs
+             (12, 16, dict(kv_chunks=16, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=3)),
-             # measured: R32 24.35 µs
+             # measured: R32 23.58 µs
              (17, 32, dict(kv_chunks=16, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R64 39.49 µs
+             # measured: R64 38.37 µs
              (33, 64, dict(kv_chunks=8, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R128 69.02 µs
-             (65, 256, dict(kv_chunks=32, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R128 69.66 µs
+             (65, 256, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
                             num_stages=2)),
              # default (not measured)
              (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4,
@@ -230,61 +238,69 @@ INDEX_SCORE = [
          )), note="split, bf16 D128 H1, Qmax 2–8, max_block 0–64"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(65, 256)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 10.59, R2 13.54 µs
-             (1, 2, dict(kv_chunks=256, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R1 10.30, R2 13.02 µs
+             (1, 2, dict(kv_chunks=256, high_batch=False, static_chunks=True, num_warps=4,
                          num_stages=2)),
-             # measured: R4 16.45 µs
-             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
-                         num_stages=3)),
-             # measured: R8 25.06 µs
+         )), note="split, bf16 D128 H1, Qmax 2–8, max_block 65–256"),
+    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(65, 256)},
+         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
+             # measured: R4 16.16 µs
+             (3, 4, dict(program_budget=528, num_warps=4, num_stages=2)),
+         )), note="balanced, bf16 D128 H1, Qmax 2–8, max_block 65–256"),
+    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(65, 256)},
+         variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
+             # measured: R8 24.70 µs
              (5, 8, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
                          num_stages=2)),
-             # measured: R11 31.04 µs
-             (9, 11, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
-                          num_stages=2)),
-             # measured: R16 40.38 µs
-             (12, 16, dict(kv_chunks=16, high_batch=False, static_chunks=True, num_warps=4,
-                           num_stages=3)),
-             # measured: R32 69.34 µs
-             (17, 32, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
+         )), note="split, bf16 D128 H1, Qmax 2–8, max_block 65–256"),
+    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(65, 256)},
+         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
+             # measured: R11 32.06 µs
+             (9, 11, dict(program_budget=264, num_warps=4, num_stages=3)),
+         )), note="balanced, bf16 D128 H1, Qmax 2–8, max_block 65–256"),
+    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(65, 256)},
+         variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
+             # measured: R16 40.86 µs
+             (12, 16, dict(kv_chunks=32, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R64 128.29 µs
+             # measured: R32 71.01 µs
+             (17, 32, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
+                           num_stages=2)),
+             # measured: R64 130.78 µs
              (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R128 244.67 µs
-             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
-                            num_stages=2)),
+             # measured: R128 250.66 µs
+             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
+                            num_stages=3)),
              # default (not measured)
              (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4,
                               num_stages=3)),
          )), note="split, bf16 D128 H1, Qmax 2–8, max_block 65–256"),
     Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(257, 65534)},
-         variant="index_score_balanced", by=Buckets(axis="num_reqs", rows=(
-             # measured: R1 18.66, R2 26.43 µs
-             (1, 2, dict(program_budget=528, num_warps=4, num_stages=2)),
-         )), note="balanced, bf16 D128 H1, Qmax 2–8, max_block 257–65534"),
-    Rule(when={**_TUNED, "max_q": between(2, 8), "max_block": between(257, 65534)},
          variant="index_score_split", by=Buckets(axis="num_reqs", rows=(
-             # measured: R4 42.21 µs
-             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
-                         num_stages=3)),
-             # measured: R8 70.56 µs
-             (5, 8, dict(kv_chunks=64, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R1 18.50, R2 27.14 µs
+             (1, 2, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
                          num_stages=2)),
-             # measured: R11 92.99 µs
+             # measured: R4 41.18 µs
+             (3, 4, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=2,
+                         num_stages=3)),
+             # measured: R8 71.68 µs
+             (5, 8, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
+                         num_stages=2)),
+             # measured: R11 93.79 µs
              (9, 11, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
                           num_stages=2)),
-             # measured: R16 128.99 µs
+             # measured: R16 131.52 µs
              (12, 16, dict(kv_chunks=512, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=2)),
-             # measured: R32 245.50 µs
-             (17, 32, dict(kv_chunks=256, high_batch=False, static_chunks=True, num_warps=4,
-                           num_stages=2)),
-             # measured: R64 479.52 µs
-             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=True, num_warps=4,
+             # measured: R32 250.88 µs
+             (17, 32, dict(kv_chunks=256, high_batch=False, static_chunks=False, num_warps=4,
                            num_stages=3)),
-             # measured: R128 947.97 µs
-             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=4,
+             # measured: R64 489.66 µs
+             (33, 64, dict(kv_chunks=128, high_batch=False, static_chunks=False, num_warps=4,
+                           num_stages=3)),
+             # measured: R128 969.66 µs
+             (65, 256, dict(kv_chunks=64, high_batch=False, static_chunks=False, num_warps=2,
                             num_stages=3)),
              # default (not measured)
              (257, None, dict(kv_chunks=1, high_batch=False, static_chunks=False, num_warps=4,
@@ -325,121 +341,121 @@ INDEX_SCORE = [
 INDEX_TOPK = [
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(0, 64)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
-             # measured: R1Q1 7.71, R2Q1 8.26 µs
+             # measured: R1Q1 7.78, R2Q1 8.22 µs
              (1, 2, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
                          pdl=True, num_warps=4, num_stages=2)),
-             # measured: R1Q4 7.74, R4Q1 9.89 µs
+             # measured: R1Q4 7.87, R4Q1 9.92 µs
              (3, 4, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
-                         pdl=True, num_warps=8, num_stages=2)),
-             # measured: R2Q4 8.61, R8Q1 12.03 µs
+                         pdl=True, num_warps=2, num_stages=2)),
+             # measured: R2Q4 8.22, R8Q1 12.16 µs
              (5, 8, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
-                         pdl=True, num_warps=4, num_stages=2)),
-             # measured: R4Q4 9.95, R11Q1 14.02, R16Q1 15.52 µs
+                         pdl=True, num_warps=2, num_stages=2)),
+             # measured: R4Q4 9.79, R11Q1 14.14, R16Q1 15.49 µs
              (9, 16, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
                           pdl=True, num_warps=4, num_stages=2)),
-             # measured: R8Q4 12.99, R32Q1 24.06 µs
+             # measured: R8Q4 12.06, R32Q1 23.55 µs
              (17, 32, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
-                           pdl=True, num_warps=4, num_stages=2)),
-             # measured: R11Q4 13.54, R16Q4 16.35, R64Q1 38.88 µs
+                           pdl=True, num_warps=2, num_stages=2)),
+             # measured: R11Q4 13.79, R16Q4 15.81, R64Q1 38.88 µs
              (33, 64, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
                            pdl=True, num_warps=8, num_stages=2)),
-             # measured: R32Q4 23.33, R128Q1 68.26 µs
+             # measured: R32Q4 23.39, R128Q1 69.09 µs
              (65, 128, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
                             pdl=True, num_warps=4, num_stages=2)),
-             # measured: R64Q4 38.53 µs
+             # measured: R64Q4 38.59 µs
              (129, 256, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
                              pdl=True, num_warps=4, num_stages=2)),
-             # measured: R128Q4 69.09 µs
+             # measured: R128Q4 69.57 µs
              (257, None, dict(topk_chunks=1, topk_tile=128, single_tile=True, adaptive_merge=False,
                               pdl=False, num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 0–64"),
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(65, 256)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
-             # measured: R1Q1 10.59, R2Q1 12.80 µs
+             # measured: R1Q1 10.75, R2Q1 12.51 µs
              (1, 2, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
-                         pdl=True, num_warps=4, num_stages=2)),
-             # measured: R1Q4 10.34, R4Q1 16.22 µs
+                         pdl=True, num_warps=8, num_stages=2)),
+             # measured: R1Q4 10.34, R4Q1 16.10 µs
              (3, 4, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
                          pdl=True, num_warps=8, num_stages=2)),
-             # measured: R2Q4 12.61, R8Q1 24.67 µs
+             # measured: R2Q4 12.96, R8Q1 24.64 µs
              (5, 8, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
                          pdl=True, num_warps=8, num_stages=2)),
-             # measured: R4Q4 16.70, R11Q1 30.62, R16Q1 39.17 µs
+             # measured: R4Q4 16.45, R11Q1 31.26, R16Q1 39.39 µs
              (9, 16, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
                           pdl=True, num_warps=8, num_stages=2)),
-             # measured: R8Q4 24.90, R32Q1 70.30 µs
+             # measured: R8Q4 25.09, R32Q1 70.66 µs
              (17, 32, dict(topk_chunks=1, topk_tile=128, single_tile=False, adaptive_merge=False,
                            pdl=True, num_warps=8, num_stages=2)),
-             # measured: R11Q4 31.33, R16Q4 40.48, R64Q1 127.68 µs
+             # measured: R11Q4 29.98, R16Q4 40.90, R64Q1 130.43 µs
              (33, 64, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
-                           pdl=False, num_warps=4, num_stages=2)),
-             # measured: R32Q4 70.05, R128Q1 241.57 µs
+                           pdl=True, num_warps=8, num_stages=2)),
+             # measured: R32Q4 70.94, R128Q1 247.14 µs
              (65, 128, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
-                            pdl=False, num_warps=4, num_stages=2)),
-             # measured: R64Q4 128.67 µs
+                            pdl=False, num_warps=8, num_stages=2)),
+             # measured: R64Q4 131.26 µs
              (129, 256, dict(topk_chunks=1, topk_tile=512, single_tile=True, adaptive_merge=False,
                              pdl=False, num_warps=8, num_stages=2)),
-             # measured: R128Q4 245.02 µs
+             # measured: R128Q4 250.66 µs
              (257, None, dict(topk_chunks=1, topk_tile=128, single_tile=False, adaptive_merge=False,
                               pdl=False, num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 65–256"),
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(257, 1024)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
-             # measured: R1Q1 18.34, R2Q1 25.89 µs
-             (1, 2, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
-                         pdl=True, num_warps=4, num_stages=2)),
-             # measured: R1Q4 18.08, R4Q1 41.44 µs
+             # measured: R1Q1 17.82, R2Q1 26.05 µs
+             (1, 2, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+                         pdl=True, num_warps=2, num_stages=2)),
+             # measured: R1Q4 17.86, R4Q1 40.58 µs
              (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
                          pdl=True, num_warps=4, num_stages=2)),
-             # measured: R2Q4 25.92, R8Q1 69.15 µs
+             # measured: R2Q4 26.08, R8Q1 70.46 µs
              (5, 8, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
                          pdl=True, num_warps=4, num_stages=2)),
-             # measured: R4Q4 40.64, R11Q1 91.62, R16Q1 127.71 µs
-             (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             # measured: R4Q4 41.63, R11Q1 93.31, R16Q1 129.28 µs
+             (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
                           pdl=True, num_warps=4, num_stages=2)),
-             # measured: R8Q4 70.75, R32Q1 244.00 µs
-             (17, 32, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
+             # measured: R8Q4 71.78, R32Q1 247.52 µs
+             (17, 32, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                            pdl=True, num_warps=4, num_stages=2)),
-             # measured: R11Q4 92.86, R16Q4 128.90, R64Q1 473.79 µs
-             (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             # measured: R11Q4 93.57, R16Q4 131.84, R64Q1 483.62 µs
+             (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=True,
                            pdl=True, num_warps=4, num_stages=2)),
-             # measured: R32Q4 245.50, R128Q1 934.75 µs
-             (65, 128, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
+             # measured: R32Q4 250.94, R128Q1 955.30 µs
+             (65, 128, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=True,
                             pdl=True, num_warps=4, num_stages=2)),
-             # measured: R64Q4 479.42 µs
+             # measured: R64Q4 489.79 µs
              (129, 256, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
                              pdl=True, num_warps=2, num_stages=2)),
-             # measured: R128Q4 948.38 µs
+             # measured: R128Q4 969.86 µs
              (257, None, dict(topk_chunks=8, topk_tile=128, single_tile=True, adaptive_merge=False,
                               pdl=True, num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 257–1024"),
     Rule(when={"hardware": "sm_90", "topk": 16, "max_block": between(1025, 65534)},
          variant="index_topk_fused", by=Buckets(axis="rows_x_heads", rows=(
-             # measured: R1Q1 18.30, R2Q1 26.02 µs
+             # measured: R1Q1 17.82, R2Q1 26.05 µs
              (1, 2, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
-                         pdl=True, num_warps=4, num_stages=2)),
-             # measured: R1Q4 18.43, R4Q1 41.06 µs
-             (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                          pdl=True, num_warps=2, num_stages=2)),
-             # measured: R2Q4 26.08, R8Q1 70.14 µs
+             # measured: R1Q4 18.05, R4Q1 40.42 µs
+             (3, 4, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=True,
+                         pdl=True, num_warps=4, num_stages=2)),
+             # measured: R2Q4 26.78, R8Q1 70.88 µs
              (5, 8, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                          pdl=True, num_warps=4, num_stages=2)),
-             # measured: R4Q4 40.64, R11Q1 91.62, R16Q1 127.71 µs
-             (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
+             # measured: R4Q4 42.11, R11Q1 93.02, R16Q1 129.15 µs
+             (9, 16, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=True,
                           pdl=True, num_warps=4, num_stages=2)),
-             # measured: R8Q4 70.91, R32Q1 244.38 µs
+             # measured: R8Q4 71.78, R32Q1 247.52 µs
              (17, 32, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
-                           pdl=True, num_warps=2, num_stages=2)),
-             # measured: R11Q4 92.86, R16Q4 128.90, R64Q1 473.79 µs
-             (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                            pdl=True, num_warps=4, num_stages=2)),
-             # measured: R32Q4 245.54, R128Q1 935.20 µs
+             # measured: R11Q4 94.02, R16Q4 131.39, R64Q1 483.58 µs
+             (33, 64, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=True,
+                           pdl=True, num_warps=4, num_stages=2)),
+             # measured: R32Q4 250.69, R128Q1 955.68 µs
              (65, 128, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                             pdl=True, num_warps=4, num_stages=2)),
-             # measured: R64Q4 480.03 µs
+             # measured: R64Q4 489.79 µs
              (129, 256, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                              pdl=True, num_warps=2, num_stages=2)),
-             # measured: R128Q4 949.22 µs
+             # measured: R128Q4 970.56 µs
              (257, None, dict(topk_chunks=8, topk_tile=128, single_tile=False, adaptive_merge=False,
                               pdl=True, num_warps=2, num_stages=2)),
          )), note="topk 16, max_block 1025–65534"),
