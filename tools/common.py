@@ -263,6 +263,84 @@ def empty_kernel_us(smoke: bool = False, reps: int = 50) -> dict:
     return time_op(lambda: launch_empty(dummy), smoke=smoke, reps=reps)
 
 
+def _latency_kernels():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _chase(chain_ptr, out_ptr, HOPS: tl.constexpr):
+        # Each address is the value the previous load returned: HOPS dependent round trips to
+        # a buffer that the flush has just evicted from L2.
+        idx = tl.load(chain_ptr)
+        for _ in tl.static_range(HOPS - 1):
+            idx = tl.load(chain_ptr + idx)
+        tl.store(out_ptr, idx)
+
+    @triton.jit
+    def _row_sums(w_ptr, out_ptr, K: tl.constexpr, BLOCK_K: tl.constexpr):
+        # The router's weight read without x and without the products: one program per row,
+        # every load of the row issued before the first add (static loop).
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK_K,), dtype=tl.float32)
+        for k0 in tl.static_range(0, K, BLOCK_K):
+            acc += tl.load(w_ptr + row * K + k0 + cols)
+        tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+    return _chase, _row_sums
+
+
+_LATENCY = None
+
+
+def _latency():
+    global _LATENCY
+    if _LATENCY is None:
+        _LATENCY = _latency_kernels()
+    return _LATENCY
+
+
+CHASE_STRIDE = 1 << 20  # int32 elements (4 MB) between hops: every hop is its own DRAM access
+
+
+def dependent_loads_us(hops: int, smoke: bool = False, reps: int = 50) -> dict:
+    """Time of a one-warp kernel doing ``hops`` dependent loads from cold memory (then one
+    store), measured like every op: the latency part of a kernel's time that no amount of
+    bandwidth removes (compare with empty_kernel_us)."""
+    import torch
+
+    chase, _ = _latency()
+    device = "cpu" if smoke else "cuda"
+    chain = torch.zeros(hops * CHASE_STRIDE + 1, dtype=torch.int32, device=device)
+    chain[0] = CHASE_STRIDE
+    for h in range(1, hops):
+        chain[h * CHASE_STRIDE] = (h + 1) * CHASE_STRIDE
+    out = torch.zeros(1, dtype=torch.int32, device=device)
+    t = time_op(lambda: chase[(1,)](chain, out, HOPS=hops, num_warps=1), smoke=smoke,
+                reps=reps)
+    if int(out.item()) != hops * CHASE_STRIDE:
+        raise RuntimeError(f"dependent_loads_us({hops}): chain ended at {int(out.item())}")
+    return t
+
+
+def row_read_us(rows: int, cols: int, smoke: bool = False, reps: int = 30) -> dict:
+    """Time to read an fp32 [rows, cols] matrix with one 16-warp program per row (a row sum):
+    the router's per-expert weight read alone, the floor of any one-pass router kernel of
+    that launch shape."""
+    import torch
+
+    _, row_sums = _latency()
+    device = "cpu" if smoke else "cuda"
+    w = torch.randn((rows, cols), dtype=torch.float32, device=device)
+    out = torch.empty(rows, dtype=torch.float32, device=device)
+    block = math.gcd(cols, 2048)
+    t = time_op(lambda: row_sums[(rows,)](w, out, K=cols, BLOCK_K=block, num_warps=16),
+                smoke=smoke, reps=reps)
+    if not torch.allclose(out, w.sum(dim=1), rtol=1e-4, atol=1e-3):
+        raise RuntimeError("row_read_us: wrong row sums")
+    return t
+
+
 def copy_bandwidth(smoke: bool = False, nbytes: int = 1 << 30, reps: int = 10) -> dict:
     """Device-to-device copy bandwidth: (bytes read + bytes written) / median time."""
     import torch
