@@ -277,15 +277,18 @@ def _latency_kernels():
         tl.store(out_ptr, idx)
 
     @triton.jit
-    def _row_sums(w_ptr, out_ptr, K: tl.constexpr, BLOCK_K: tl.constexpr):
-        # The router's weight read without x and without the products: one program per row,
-        # every load of the row issued before the first add (static loop).
+    def _row_sums(w_ptr, out_ptr, K: tl.constexpr, SPLITS: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
+        # The router's weight read without x and without the products: program (row, s) sums
+        # the s-th of SPLITS contiguous pieces of a row, every load issued before the first
+        # add (static loop).
         row = tl.program_id(0)
+        piece = tl.program_id(1)
         cols = tl.arange(0, BLOCK_K)
         acc = tl.zeros((BLOCK_K,), dtype=tl.float32)
-        for k0 in tl.static_range(0, K, BLOCK_K):
-            acc += tl.load(w_ptr + row * K + k0 + cols)
-        tl.store(out_ptr + row, tl.sum(acc, axis=0))
+        for k0 in tl.static_range(0, K // SPLITS, BLOCK_K):
+            acc += tl.load(w_ptr + row * K + piece * (K // SPLITS) + k0 + cols)
+        tl.store(out_ptr + row * SPLITS + piece, tl.sum(acc, axis=0))
 
     return _chase, _row_sums
 
@@ -323,22 +326,34 @@ def dependent_loads_us(hops: int, smoke: bool = False, reps: int = 50) -> dict:
     return t
 
 
+ROW_READ_SPLITS = (1, 2, 4, 8, 16)
+
+
 def row_read_us(rows: int, cols: int, smoke: bool = False, reps: int = 30) -> dict:
-    """Time to read an fp32 [rows, cols] matrix with one 16-warp program per row (a row sum):
-    the router's per-expert weight read alone, the floor of any one-pass router kernel of
-    that launch shape."""
+    """Time to read an fp32 [rows, cols] matrix (the router weight) with one 16-warp program
+    per row piece, no x, no products, no cross-program reduction: the best over
+    ROW_READ_SPLITS pieces per row (the per-expert kernel's layout is 1). A floor for any
+    one-pass router kernel. Returns the best timing plus ``by_splits``."""
     import torch
 
     _, row_sums = _latency()
     device = "cpu" if smoke else "cuda"
     w = torch.randn((rows, cols), dtype=torch.float32, device=device)
-    out = torch.empty(rows, dtype=torch.float32, device=device)
-    block = math.gcd(cols, 2048)
-    t = time_op(lambda: row_sums[(rows,)](w, out, K=cols, BLOCK_K=block, num_warps=16),
-                smoke=smoke, reps=reps)
-    if not torch.allclose(out, w.sum(dim=1), rtol=1e-4, atol=1e-3):
-        raise RuntimeError("row_read_us: wrong row sums")
-    return t
+    by_splits = {}
+    for splits in ROW_READ_SPLITS:
+        piece = cols // splits
+        out = torch.empty(rows * splits, dtype=torch.float32, device=device)
+        block = math.gcd(piece, 2048)
+        t = time_op(lambda: row_sums[(rows, splits)](w, out, K=cols, SPLITS=splits,
+                                                     BLOCK_K=block, num_warps=16),
+                    smoke=smoke, reps=reps)
+        want = w.view(rows, splits, piece).sum(dim=2).flatten()
+        if not torch.allclose(out, want, rtol=1e-4, atol=1e-3):
+            raise RuntimeError(f"row_read_us: wrong row sums (splits {splits})")
+        by_splits[splits] = t
+    best = min(by_splits, key=lambda k: by_splits[k]["median_us"])
+    return {**by_splits[best], "splits": best,
+            "by_splits": {k: v["median_us"] for k, v in by_splits.items()}}
 
 
 def copy_bandwidth(smoke: bool = False, nbytes: int = 1 << 30, reps: int = 10) -> dict:

@@ -2,7 +2,8 @@
 """Kernels to look at under Nsight Compute (ncu) on the H200: the router GEMM as the sm_90
 table launches it at (6144, 128) for M = 1, 8, 32 (per-expert, per-expert, tf32x3 split-K),
 the split-K kernel forced at M = 1 (to compare its main body with the per-expert kernel's),
-and the two decode kernels at a small context.
+and the two decode kernels at a small context (``--decode R:CONTEXT:Q,...`` picks other decode
+scenarios, ``--no-router`` leaves the router out).
 
     ncu --clock-control none --section SpeedOfLight --section LaunchStats \\
         --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \\
@@ -13,6 +14,7 @@ launch on its own, so look at the second of each pair.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -21,11 +23,7 @@ import common  # noqa: E402
 import bench  # noqa: E402
 
 
-def main():
-    common.setup(False)
-    import torch
-
-    import generated
+def profile_router(torch, generated):
     from generated import moe_router as mr
 
     g = torch.Generator(device="cuda").manual_seed(1)
@@ -41,11 +39,41 @@ def main():
     for _ in range(2):  # the M 17–32 row's split-K configuration, at M = 1
         mr.launch_router_gemm_splitk(x, w, out, block_m=16, block_n=16, block_k=64, split_k=32,
                                      tf32x3=True, num_warps=4, num_stages=3)
-    sc = bench.Scenario(1, 8192, 4)
-    inp = bench.make_decode_inputs(sc, "cuda")
-    fn = bench.ours_fn(generated, sc, inp, "sm_90")
-    for _ in range(2):
-        fn()
+
+
+def parse_scenarios(text: str) -> list:
+    out = []
+    for item in text.split(","):
+        try:
+            r, ctx, q = (int(v) for v in item.split(":"))
+        except ValueError:
+            raise SystemExit(f"--decode: items are R:CONTEXT:Q, got {item!r}") from None
+        out.append(bench.Scenario(r, ctx, q))
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--decode", default="1:8192:4",
+                   help="decode scenarios R:CONTEXT:Q, comma separated (default 1:8192:4)")
+    p.add_argument("--no-router", action="store_true", help="decode kernels only")
+    args = p.parse_args(argv)
+    scenarios = parse_scenarios(args.decode)
+    common.setup(False)
+    import torch
+
+    import generated
+
+    if not args.no_router:
+        profile_router(torch, generated)
+    for sc in scenarios:
+        inp = bench.make_decode_inputs(sc, "cuda")
+        fn = bench.ours_fn(generated, sc, inp, "sm_90")
+        print(f"decode {sc.name}", flush=True)
+        for _ in range(2):
+            fn()
+        del inp, fn
+        common.free_memory()
     torch.cuda.synchronize()
     print("profile_kernels: done", flush=True)
 
