@@ -1,0 +1,42 @@
+"""The benchmark's code paths on the CPU (`tools/bench.py --smoke`: Triton's interpreter, tiny
+shapes, timings meaningless) and the command lines of the device-only exploration tools."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(args, timeout=600):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_bench_smoke_runs_every_section(tmp_path):
+    run = _run([os.path.join("tools", "bench.py"), "--smoke", "--out", str(tmp_path)])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert report["errors"] == []
+    # latency floors: the pointer chase checks where its chain ends, per hop count
+    assert sorted(report["dependent_loads"]) == ["1", "2", "3"]
+    assert all(t["median_us"] > 0 for t in report["dependent_loads"].values())
+    assert report["router"], "no router rows"
+    for row in report["router"]:
+        assert row["rel_err"] < 1e-5, row
+        assert row["w_read_splits"] in (1, 2, 4, 8, 16)
+        assert row["w_read_minus_empty_us"] is not None
+    assert report["decode"], "no decode rows"
+    for row in report["decode"]:
+        assert row["policies_agree"] is True, row["name"]
+        assert row["match_rows"] == row["rows"], row["name"]
+
+
+@pytest.mark.parametrize("tool", ["explore_scorer.py", "explore_fused.py", "profile_kernels.py"])
+def test_device_tools_parse_their_command_line(tool):
+    run = _run([os.path.join("tools", tool), "--help"], timeout=120)
+    assert run.returncode == 0 and "usage:" in run.stdout, run.stderr[-2000:]
