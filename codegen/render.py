@@ -16,6 +16,7 @@ import jinja2
 from . import __version__, families
 from .policy import Between, FlatRule, Policy
 from .registry import Registry, hardware_aliases
+from .families.index_decode import PDL_CAPABILITY
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 REGENERATE = "codegen regenerate"
@@ -212,6 +213,7 @@ def artifacts(reg: Registry) -> list[Artifact]:
     out.append(Artifact(path="_runtime.py", template="runtime.py.j2",
                         specs=tuple((h.name, _where(h)) for h in reg.hardware.values()),
                         context={"hardware": hw, "aliases": literal(hardware_aliases(reg)),
+                                 "pdl_capability": literal(PDL_CAPABILITY),
                                  "dtypes": [{"key": k, "torch": t} for k, t in
                                             TORCH_DTYPES.items()]}))
     variants = [{"family": v.family, "name": v.name, "hardware": ", ".join(v.hardware),

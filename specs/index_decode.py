@@ -6,14 +6,15 @@ emitting the page-16 sparse block table), the single-launch scorer + selector
 Policies: `index_score` picks the scorer and its grid -- or the single-launch variant, which
 then replaces the selector too (only where max_block ≤ its topk_tile: checked by
 codegen/families/index_decode.py); `index_topk` the selector's chunking.
-gfx950 rows reproduce upstream §8 exactly; generic is upstream's non-gfx950 branch; sm_90 rows
-come from H200 measurements (specs/tuned_sm_90.py).
+gfx950 rows reproduce upstream §8 exactly; generic is upstream's non-gfx950 branch; measured
+targets (sm_90: H200 measurements) bring their rows from specs/tuned_<target>.py (specs/tuned.py).
 """
 from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
 from codegen.policy import Axis, Buckets, Policy, Rule, at_least, between, none_of, one_of
 
 from .defaults import DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS
-from .tuned_sm_90 import INDEX_SCORE as SM_90_SCORE, INDEX_TOPK as SM_90_TOPK
+from .hardware import SPECS as _HARDWARE
+from .tuned import TUNED
 
 # Contract constants (§1), baked into every generated file of the family as literals.
 CONSTANTS = (
@@ -26,7 +27,7 @@ CONSTANTS = (
     ("SCORE_ROW_ALIGN", 16),  # score rows are padded to a multiple of this
     ("MAX_TOPK", 512),  # the selector's widest tile
 )
-HARDWARE = ("gfx950", "sm_90", "generic")
+HARDWARE = tuple(hw.name for hw in _HARDWARE)
 Q_DTYPES = ("bf16", "fp16")
 CACHE_DTYPES = ("bf16", "fp16", "fp8e4m3")
 
@@ -151,7 +152,7 @@ INDEX_SCORE_RULES = [
     *[r for when in GFX950_OTHER for r in split_rules(when, DEFAULT_SPLIT,
                                                       note="split, default grid")],
     *split_rules({"hardware": "generic"}, DEFAULT_SPLIT, note="upstream common/CUDA default"),
-    *SM_90_SCORE,
+    *(rule for tuned in TUNED.values() for rule in tuned.INDEX_SCORE),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -178,7 +179,7 @@ INDEX_TOPK_RULES = [
            note="general branch") for when in GFX950_GENERAL],
     Rule(when={"hardware": "generic"}, variant="index_topk_fused", by=GENERAL_TOPK,
          params=GENERAL_TOPK_OPTIONS, note="general branch"),
-    *SM_90_TOPK,
+    *(rule for tuned in TUNED.values() for rule in tuned.INDEX_TOPK),
 ]
 
 SPECS += [

@@ -5,14 +5,26 @@ parameters. A row without `kernel=` takes the per-expert kernel of §11 (block_m
 num_warps, num_stages); `kernel="splitk"` takes the split-K tl.dot kernel (block_m ≥ the
 bucket's largest M, block_n, block_k, split_k with block_k·split_k dividing hidden_size,
 num_warps, num_stages; see codegen/families/router_gemm.py). gfx950 reproduces the upstream
-table exactly; sm_90 comes from tools/tune measurements (specs/tuned_sm_90.py); generic is a
-conservative default.
+table exactly; every measured target (sm_90) takes its tables from tools/tune measurements
+(specs/tuned_<target>.py, listed in specs/tuned.py); generic is a conservative default.
 """
 from codegen.families.router_gemm import RouterGemmFamily, RouterGemmShape
 from codegen.model import TensorContract
 from codegen.policy import Buckets
 
-from .tuned_sm_90 import ROUTER_GEMM as SM_90
+from .tuned import TUNED
+
+
+def measured(hidden_size, num_experts):
+    """Every measured target's table for one weight shape (specs/tuned_<target>.py)."""
+    out = {}
+    for name, tuned in TUNED.items():
+        if (hidden_size, num_experts) not in tuned.ROUTER_GEMM:
+            raise KeyError(f"specs/tuned_{name}.py has no router table for ({hidden_size}, "
+                           f"{num_experts}): rerun `tools/tune.py --sections router "
+                           f"--write-specs` on a {name} device")
+        out[name] = tuned.ROUTER_GEMM[hidden_size, num_experts]
+    return out
 
 
 def gfx950(small, mid, large):
@@ -46,17 +58,17 @@ SPECS = (
     ),
     RouterGemmShape(hidden_size=3072, num_experts=256, models="MiniMax-M2 / M2.5",
                     launch={"gfx950": gfx950((1, 1024, 8), (4, 1024, 8), (8, 1024, 8)),
-                            "sm_90": SM_90[3072, 256], "generic": GENERIC}),
+                            **measured(3072, 256), "generic": GENERIC}),
     RouterGemmShape(hidden_size=4096, num_experts=8, models="Nemotron-H (per upstream review)",
                     launch={"gfx950": gfx950((1, 1024, 4), (1, 1024, 4), (1, 1024, 4)),
-                            "sm_90": SM_90[4096, 8], "generic": GENERIC}),
+                            **measured(4096, 8), "generic": GENERIC}),
     RouterGemmShape(hidden_size=4096, num_experts=192, models="Hunyuan V3 (per upstream review)",
                     launch={"gfx950": gfx950((1, 1024, 8), (4, 1024, 8), (4, 2048, 8)),
-                            "sm_90": SM_90[4096, 192], "generic": GENERIC}),
+                            **measured(4096, 192), "generic": GENERIC}),
     RouterGemmShape(hidden_size=6144, num_experts=128, models="MiniMax-M3",
                     launch={"gfx950": gfx950((1, 1024, 8), (4, 1024, 8), (4, 2048, 8)),
-                            "sm_90": SM_90[6144, 128], "generic": GENERIC}),
+                            **measured(6144, 128), "generic": GENERIC}),
     RouterGemmShape(hidden_size=6144, num_experts=256, models="GLM-5.x shape (fp32 path unused upstream)",
                     launch={"gfx950": gfx950((1, 1024, 8), (8, 1024, 8), (4, 2048, 8)),
-                            "sm_90": SM_90[6144, 256], "generic": GENERIC}),
+                            **measured(6144, 256), "generic": GENERIC}),
 )

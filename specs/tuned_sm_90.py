@@ -4,10 +4,15 @@ tools/tune owns this file: rerun `python3 tools/tune.py --out DIR --write-specs`
 H200 instead of editing it, then `codegen regenerate`. Rows marked `measured` carry the
 median µs at the bucket's representatives; the others keep the untuned defaults.
 """
+from codegen.model import Hardware
 from codegen.policy import Buckets, Rule, between
 
 from .defaults import (DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS,
                        UNTUNED_SPLIT_OPTIONS)
+
+HARDWARE = Hardware(name="sm_90", vendor="nvidia", capability=(9, 0),
+                    aliases=("sm90", "h100", "h200", "hopper"),
+                    description="NVIDIA Hopper (H100/H200); policies measured on an H200")
 
 MEASURED = dict(
     router_tables="kept from the tune of 2026-11-29 13:09:45 UTC (python3 tools/tune.py --sections router --write-specs --out /root/out --budget-s 280)",

@@ -13,7 +13,7 @@
 # The GPU tests run in GPU_TEST_JOBS (default 8) pytest-xdist processes sharing the GPU: they
 # are compile-bound and check results only (no timing).
 #
-# Logs and results land in $OUT: gpu_tests.log, tune.log + tune.json + tuned_sm_90.py,
+# Logs and results land in $OUT: gpu_tests.log, tune.log + tune.json + tuned_<target>.py,
 # bench.log + bench.json + bench.png, env.txt. A short summary is printed last.
 # Note: after `tune`, the benchmark still measures the dispatch tables in generated/ (regenerate
 # runs on the CPU machine), i.e. the tables from before this tune.

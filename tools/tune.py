@@ -1,16 +1,26 @@
 #!/usr/bin/env python3
-"""Measure the sm_90 launch tables on an H200 and (optionally) rewrite specs/tuned_sm_90.py.
+"""Measure the launch tables of this device's hardware target and (optionally) rewrite
+specs/tuned_<target>.py (sm_90 on an H200 or H100).
 
     python3 tools/tune.py --out DIR [--write-specs] [--quick]   # H200: ~4-8 min (--budget-s 480)
     python3 tools/tune.py --selftest                  # CPU: fake measurements -> file -> loader,
                                                       #   plus a dry run of the whole tuner
     python3 tools/tune.py --check-file DIR/tuned_sm_90.py   # CPU: does a fetched table load?
 
+Targets. The device's target is the declared one whose NVIDIA compute capability / AMD gcn arch
+it has (what the generated runtime dispatches it as); a device matching none is a new target
+named sm_<major><minor> / <gcn arch>: its first --write-specs run writes specs/tuned_<name>.py
+(its Hardware spec and tables) and adds it to specs/tuned.py, so re-tuning another GPU is
+running this tool there, then `codegen regenerate`. Targets whose tables are written by hand in
+specs/ (gfx950: upstream's tables, reproduced) are refused. Candidates a target cannot run are
+not offered: tf32x3 split-K needs NVIDIA compute capability ≥ 8.0, programmatic dependent
+launch ≥ 9.0 (the checks the spec loader applies).
+
 Every candidate is timed like tools/bench.py (CUDA-graph replay, L2 flushed before each replay;
 --reps 15 replays, median), after a check against the reference result (wrong results and a
 completion counter left non-zero are discarded). Every candidate goes to DIR/tune.json; the
-rendered table always goes to DIR/tuned_sm_90.py; --write-specs also replaces
-specs/tuned_sm_90.py, but only after the file has loaded through codegen.registry.load (the
+rendered table always goes to DIR/tuned_<target>.py; --write-specs also replaces
+specs/tuned_<target>.py, but only after the file has loaded through codegen.registry.load (the
 generator's own disjointness/coverage proof) and every measured choice has been looked up in it.
 
 Order: compile warm-up, then (b)+(c) point by point, then (a).
@@ -51,7 +61,7 @@ Order: compile warm-up, then (b)+(c) point by point, then (a).
 Choice per bucket: the candidate with the smallest worst-case slowdown (time / best time at that
 representative) over the bucket's representatives; ties by the mean slowdown. Buckets left
 unmeasured (--quick, time budget, errors) keep the default rows. Only bf16/bf16/head_dim 128/one
-index head is tuned for the scorer and topk 16 for the selector; the rest of the sm_90 domain
+index head is tuned for the scorer and topk 16 for the selector; the rest of the target's domain
 keeps the default rules (a table rendered from no measurements equals the untuned file).
 
 Compilation: every candidate is its own Triton compile (about 1300). The compiles run first in
@@ -78,15 +88,21 @@ import common  # noqa: E402  (tools/common.py)
 from specs import defaults as _defaults  # noqa: E402  (upstream default tables)
 
 ROOT = common.ROOT
-SPEC_FILE = os.path.join(ROOT, "specs", "tuned_sm_90.py")
+SPECS_DIR = os.path.join(ROOT, "specs")
+TUNED_LIST = os.path.join(SPECS_DIR, "tuned.py")  # the measured targets (written here too)
+
+
+def spec_file(target: str) -> str:
+    """specs/tuned_<target>.py: a measured target's Hardware spec and launch tables."""
+    return os.path.join(SPECS_DIR, f"tuned_{target}.py")
 BLOCK = 128
 D = 128
 TOPK = 16
 
 # ---------------------------------------------------------------------------------------------
-# buckets and defaults (the untuned content of specs/tuned_sm_90.py)
+# buckets and defaults (the untuned content of a specs/tuned_<target>.py)
 
-# Token-count buckets of the sm_90 router table: finer than upstream's 1–4, 5–16, 17–32 because
+# Token-count buckets of a measured router table: finer than upstream's 1–4, 5–16, 17–32 because
 # the best kernel changes inside them (per-expert at M = 8, split-K at M = 16 in session 3).
 ROUTER_BUCKETS = ((1, 1), (2, 4), (5, 8), (9, 16), (17, 32))
 ROUTER_REPS = {(1, 1): (1,), (2, 4): (2, 4), (5, 8): (8,), (9, 16): (16,), (17, 32): (24, 32)}
@@ -104,7 +120,7 @@ SPLITK_BN = (16, 32, 64)
 SPLITK_BK = (64, 128, 256)
 SPLITK_SK = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 SPLITK_MIN_GRID = 96  # programs (or the largest feasible grid when smaller)
-SPLITK_MAX_GRID = 528  # four programs per SM of an H200
+SPLITK_MAX_GRID_PER_SM = 4  # programs per SM at most
 # tl.dot on tensor cores (tf32x3) or as fp32 FMAs; FMA candidates only at a narrower grid
 # (≤ 2 programs per SM, block_n ≤ 32, 4 warps, 2 stages: they never won in runs 2–10)
 SPLITK_TF32X3 = (True, False)
@@ -142,14 +158,16 @@ TOPK_DEFAULT_OPTIONS = dict(_defaults.GENERAL_TOPK_OPTIONS)
 TOPK_MB_BUCKETS = ((0, 64), (65, 256), (257, 1024), (1025, None))
 TOPK_MB_REP = {(0, 64): 64, (65, 256): 256, (257, 1024): 1024, (1025, None): 1024}
 SELECTOR_STAGES = 2
-# Programmatic dependent launch of the selector after the scorer (sm_90: both are measured).
+# Programmatic dependent launch of the selector after the scorer (both are measured where the
+# target supports it).
 SELECTOR_PDL = (False, True)
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", help="output directory (tune.json, tuned_sm_90.py)")
+    p.add_argument("--out", help="output directory (tune.json, tuned_<target>.py)")
     p.add_argument("--write-specs", action="store_true",
-                   help="rewrite specs/tuned_sm_90.py (and DIR/tuned_sm_90.py)")
+                   help="rewrite specs/tuned_<target>.py (and DIR/tuned_<target>.py; a new "
+                        "target is added to specs/tuned.py)")
     p.add_argument("--quick", action="store_true", help="a small subset (sanity run)")
     p.add_argument("--selftest", action="store_true",
                    help="CPU: fake measurements -> file -> codegen.registry.load")
@@ -159,7 +177,8 @@ def parse_args(argv=None):
                    help="stop measuring after this many seconds; unmeasured buckets keep "
                         "their defaults")
     p.add_argument("--check-file", metavar="PATH",
-                   help="CPU: load specs/ with PATH as tuned_sm_90.py through the registry")
+                   help="CPU: load specs/ with PATH (named tuned_<target>.py) as that "
+                        "target's table through the registry")
     p.add_argument("--sections", default="router,scorer,selector",
                    help="comma list of router, scorer, selector (selector needs scorer); "
                         "--write-specs keeps the current tables of a section not measured "
@@ -214,9 +233,11 @@ def router_candidates(K, lo, hi):
     return out
 
 
-def splitk_candidates(K, N, lo, hi, quick=False):
-    """Split-K kernel candidates (dicts in SPLITK_PARAM_ORDER) for bucket [lo, hi]."""
+def splitk_candidates(K, N, lo, hi, quick=False, sms=132, tf32x3=True):
+    """Split-K kernel candidates (dicts in SPLITK_PARAM_ORDER) for bucket [lo, hi]; tf32x3
+    ones only where the target has TF32 tensor cores (``tf32x3``)."""
     bm = common.pow2ceil(max(16, hi))
+    max_grid = SPLITK_MAX_GRID_PER_SM * sms
     tiles = []
     for bn in SPLITK_BN:
         if bn > max(16, common.pow2ceil(N)):
@@ -224,7 +245,7 @@ def splitk_candidates(K, N, lo, hi, quick=False):
         for bk in SPLITK_BK:
             for sk in SPLITK_SK:
                 grid = common.cdiv(N, bn) * sk
-                if K % (bk * sk) == 0 and grid <= SPLITK_MAX_GRID:
+                if K % (bk * sk) == 0 and grid <= max_grid:
                     tiles.append((bn, bk, sk, grid))
     if not tiles:
         return []
@@ -236,27 +257,29 @@ def splitk_candidates(K, N, lo, hi, quick=False):
         steps = K // (sk * bk)  # tl.dot steps per program
         if steps > 16:
             continue  # a long serial chain per program: never competitive
-        for tf32x3 in SPLITK_TF32X3:
-            if not tf32x3 and (bn > 32 or grid > 264):
+        for use_tf32x3 in SPLITK_TF32X3:
+            if use_tf32x3 and not tf32x3:
+                continue
+            if not use_tf32x3 and (bn > 32 or grid > 2 * sms):
                 continue
             warps = {256: (2, 4), 512: (4,), 1024: (4, 8), 2048: (4, 8)}[bm * bn]
             stages = (1,) if steps == 1 else ((2,) if steps == 2 else (2, 3))
             for nw in warps:
                 for ns in stages:
-                    if (quick or not tf32x3) and (nw != 4 or ns > 2):
+                    if (quick or not use_tf32x3) and (nw != 4 or ns > 2):
                         continue
-                    if quick and not tf32x3:
+                    if quick and not use_tf32x3 and tf32x3:
                         continue
                     out.append(dict(block_m=bm, block_n=bn, block_k=bk, split_k=sk,
-                                    tf32x3=tf32x3, num_warps=nw, num_stages=ns))
+                                    tf32x3=use_tf32x3, num_warps=nw, num_stages=ns))
     return out
 
 
-def router_all_candidates(K, N, lo, hi, quick=False):
+def router_all_candidates(K, N, lo, hi, quick=False, sms=132, tf32x3=True):
     """(kernel, params) of both kernels for bucket [lo, hi]."""
     out = [("per_expert", dict(block_m=bm, block_k=bk, num_warps=nw, num_stages=1))
            for bm, bk, nw in router_candidates(K, lo, hi)]
-    out += [("splitk", p) for p in splitk_candidates(K, N, lo, hi, quick)]
+    out += [("splitk", p) for p in splitk_candidates(K, N, lo, hi, quick, sms, tf32x3)]
     return out
 
 
@@ -299,8 +322,9 @@ def fused_tile(max_block_hi):
     return next((t for t in FUSED_TILES if max_block_hi <= t), None)
 
 
-def selector_candidates(max_block, mb_bucket_hi, quick=False):
-    """Selector configs at one point (max_block = the representative's capacity).
+def selector_candidates(max_block, mb_bucket_hi, quick=False, pdl=True):
+    """Selector configs at one point (max_block = the representative's capacity); pdl ones
+    only where the target supports programmatic dependent launch (``pdl``).
 
     single_tile is only offered where the whole bucket allows it (bucket hi ≤ chunks·tile);
     at the 1024-block representative the multi-tile form is measured too, for the longer
@@ -318,23 +342,25 @@ def selector_candidates(max_block, mb_bucket_hi, quick=False):
             for single in singles:
                 for adaptive in ((False, True) if c >= 2 else (False,)):
                     for w in ((4,) if quick else (2, 4, 8)):
-                        for pdl in SELECTOR_PDL:
+                        for use_pdl in SELECTOR_PDL:
+                            if use_pdl and not pdl:
+                                continue
                             out.append(dict(topk_chunks=c, topk_tile=tile, single_tile=single,
-                                            adaptive_merge=adaptive, pdl=pdl, num_warps=w,
+                                            adaptive_merge=adaptive, pdl=use_pdl, num_warps=w,
                                             num_stages=SELECTOR_STAGES))
     return out
 
 
-def scoring_selector(P, max_block):
-    """The selector the scorer candidates are timed with: the one the current sm_90 table picks
-    at this point (pdl included), so that two-kernel candidates are not judged with a slower
-    selector than they will run with; upstream's default where the table cannot say."""
+def scoring_selector(P, max_block, target="sm_90"):
+    """The selector the scorer candidates are timed with: the one the target's current table
+    picks at this point (pdl included), so that two-kernel candidates are not judged with a
+    slower selector than they will run with; upstream's default where there is no table yet."""
     try:
         mod = _decode_module()
-    except ImportError:
-        common.say("scoring selector: generated/ not importable; upstream's default selector")
+        row = mod._topk_row(target, TOPK, max_block, P)
+    except (ImportError, ValueError, KeyError, LookupError):
         return default_selector(P)
-    return {"pdl": False, **mod._topk_row("sm_90", TOPK, max_block, P).params}
+    return {"pdl": False, **row.params}
 
 
 def default_selector(P):
@@ -389,11 +415,18 @@ def freeze(d: dict):
 
 
 class Tuner:
-    def __init__(self, args, device=None, timer=None):
+    def __init__(self, args, target, device=None, timer=None):
+        """target: the codegen.model.Hardware whose tables this run measures."""
         import torch
+
+        from codegen.families.index_decode import supports_pdl
+        from codegen.families.router_gemm import supports_tf32x3
 
         self.args = args
         self.torch = torch
+        self.target = target
+        self.pdl = supports_pdl(target)
+        self.tf32x3 = supports_tf32x3(target)
         self.device = torch.device(device or "cuda")
         self.sms = common.num_sms(self.device.type != "cuda")
         self._timer = timer
@@ -449,7 +482,8 @@ class Tuner:
                 t_b = time.time()
                 reps = [(m, dt) for m in ROUTER_REPS[(lo, hi)] for dt in ("bf16", "fp32")]
                 times = {}
-                cands = router_all_candidates(K, N, lo, hi, self.args.quick)
+                cands = router_all_candidates(K, N, lo, hi, self.args.quick, self.sms,
+                                              self.tf32x3)
                 for kind, params in cands:
                     key = (kind, freeze(params))
                     launch = launchers[kind]
@@ -524,7 +558,7 @@ class Tuner:
             ctx = MB_REP_CTX[mb]
             inp = _decode_inputs(self.torch, R, Q, ctx, self.device)
             P = R * Q
-            fixed_sel = scoring_selector(P, mb)
+            fixed_sel = scoring_selector(P, mb, self.target.name)
             d_var, d_par = default_scorer(R)
             ref = (_run_decode(dec, inp, d_var, d_par, fixed_sel).clone(),
                    inp["table"].clone(), inp["ctx_out"].clone())
@@ -554,7 +588,7 @@ class Tuner:
             best_t = None
             if do_selector and not self.over_budget():
                 hi_small = bucket_of(mb, TOPK_MB_BUCKETS)[1]
-                cands = selector_candidates(mb, hi_small, self.args.quick)
+                cands = selector_candidates(mb, hi_small, self.args.quick, self.pdl)
                 pb = bucket_of(P, P_BUCKETS)
                 for sel in cands:
                     t = self._time_decode(dec, inp, ref, best_two[1], best_two[2], sel,
@@ -662,13 +696,14 @@ class Tuner:
                                 add(("router", K, N, dt, bm), (bk, nw, mclass(m)),
                                     ("router", (K, N, dt), (bm, bk, nw, m)))
                     # the split-K kernel does not specialise M: one compile per configuration
-                    for p in splitk_candidates(K, N, lo, hi, self.args.quick):
+                    for p in splitk_candidates(K, N, lo, hi, self.args.quick, self.sms,
+                                               self.tf32x3):
                         for dt in ("bf16", "fp32"):
                             add(("router_splitk", K, N, dt, p["block_m"]), freeze(p),
                                 ("router_splitk", (K, N, dt), (p, ROUTER_REPS[(lo, hi)][-1])))
         if "scorer" in sections or "selector" in sections:
             for R, Q, mb in self.decode_points():
-                fixed_sel = scoring_selector(R * Q, mb)
+                fixed_sel = scoring_selector(R * Q, mb, self.target.name)
                 sels = [fixed_sel]
                 if "scorer" in sections:
                     for variant, params in scorer_candidates(R, mb, self.sms, self.args.quick):
@@ -680,7 +715,7 @@ class Tuner:
                             ("decode", (R, Q), (variant, params, fixed_sel)))
                 if "selector" in sections:
                     sels += selector_candidates(mb, bucket_of(mb, TOPK_MB_BUCKETS)[1],
-                                                self.args.quick)
+                                                self.args.quick, self.pdl)
                 # the selector's counter row stride is total_q: 1 / multiple of 16 / other
                 # (decode_query_len is not specialised, so Q itself is not a compile key)
                 tq = R * Q
@@ -895,7 +930,60 @@ def _warm_worker(tasks):
 
 
 # ---------------------------------------------------------------------------------------------
-# writing specs/tuned_sm_90.py
+# the target
+
+
+def measured_targets() -> tuple:
+    """Names of the measured targets (specs/tuned.py), in order."""
+    import importlib
+
+    return tuple(importlib.import_module("specs.tuned").TUNED)
+
+
+def device_target(torch, device):
+    """(Hardware this device's measurements are for, whether it is already declared).
+
+    A declared target matches as the generated runtime detects devices: NVIDIA by (major,
+    minor) compute capability, AMD by gcn arch. Otherwise a new target named sm_<major><minor>
+    or after the gcn arch, with the device's short name as an alias (when free)."""
+    common.setup(False)
+    from codegen import registry
+    from codegen.model import Hardware
+
+    reg = registry.load()
+    props = torch.cuda.get_device_properties(device)
+    if torch.version.hip:
+        arch = props.gcnArchName.split(":")[0]
+        for hw in reg.hardware.values():
+            if hw.vendor == "amd" and hw.gcn_arch == arch:
+                return hw, True
+        fields = dict(name=re.sub(r"\W", "_", arch), vendor="amd", gcn_arch=arch)
+    else:
+        cap = (props.major, props.minor)
+        for hw in reg.hardware.values():
+            if hw.vendor == "nvidia" and hw.capability == cap:
+                return hw, True
+        fields = dict(name=f"sm_{props.major}{props.minor}", vendor="nvidia", capability=cap)
+    taken = set(registry.hardware_aliases(reg))
+    short = re.sub(r"[^a-z0-9]", "", props.name.lower().split()[-1]) if props.name else ""
+    aliases = tuple(a for a in dict.fromkeys((fields["name"].replace("_", ""), short))
+                    if a and a[0].isalpha() and a != fields["name"] and a not in taken)
+    return Hardware(**fields, aliases=aliases,
+                    description=f"{props.name}; policies measured by tools/tune.py"), False
+
+
+def tunable_target(torch, device):
+    """device_target, refusing a target whose tables are written by hand (SystemExit)."""
+    target, declared = device_target(torch, device)
+    if declared and target.name not in measured_targets():
+        raise SystemExit(f"tune.py: this device is hardware target {target.name!r}, whose "
+                         f"tables are written by hand in specs/ (not measured): there is "
+                         f"nothing to tune")
+    return target, declared
+
+
+# ---------------------------------------------------------------------------------------------
+# writing specs/tuned_<target>.py and specs/tuned.py
 
 
 def load_domains() -> dict:
@@ -983,25 +1071,33 @@ TOPK_PARAM_ORDER = ("topk_chunks", "topk_tile", "single_tile", "adaptive_merge",
 
 
 def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: dict) -> str:
-    """Source of specs/tuned_sm_90.py.
+    """Source of specs/tuned_<target>.py for meta["target"] (a codegen.model.Hardware).
 
     router: (K, N, lo, hi) -> dict(block_m, block_k, num_warps, [worst, times])
     scorer: (q_bucket, mb_bucket, r_bucket) -> dict(variant, params, [worst, times])
     selector: (mb_bucket, p_bucket) -> dict(params, [worst, times])
     Missing entries keep the defaults."""
     shapes = sorted({(k[0], k[1]) for k in router} | set(_router_shapes_static(dom)))
+    hw = meta["target"]
     L = []
     w = L.append
-    w('"""sm_90 launch tables, measured on an H200 by tools/tune.py (see MEASURED).')
+    w(f'"""{hw.name} launch tables, measured by tools/tune.py (device and versions: MEASURED).')
     w("")
-    w("tools/tune owns this file: rerun `python3 tools/tune.py --out DIR --write-specs` on the")
-    w("H200 instead of editing it, then `codegen regenerate`. Rows marked `measured` carry the")
-    w("median µs at the bucket's representatives; the others keep the untuned defaults.")
+    w("tools/tune owns this file: rerun `python3 tools/tune.py --out DIR --write-specs` on a")
+    w(f"{hw.name} device instead of editing it, then `codegen regenerate`. Rows marked `measured`")
+    w("carry the median µs at the bucket's representatives; the others keep the untuned defaults.")
     w('"""')
+    w("from codegen.model import Hardware")
     w("from codegen.policy import Buckets, Rule, between")
     w("")
     w("from .defaults import (DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS,")
     w("                       UNTUNED_SPLIT_OPTIONS)")
+    w("")
+    match = (f"capability={_lit(tuple(hw.capability))}" if hw.vendor == "nvidia"
+             else f"gcn_arch={_lit(hw.gcn_arch)}")
+    w(f"HARDWARE = Hardware(name={_lit(hw.name)}, vendor={_lit(hw.vendor)}, {match},")
+    w(f"                    aliases={_lit(tuple(hw.aliases))},")
+    w(f"                    description={_lit(hw.description)})")
     w("")
     w("MEASURED = dict(")
     for k in ("date", "device", "torch", "triton", "l2_flush", "command"):
@@ -1051,7 +1147,7 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w("_SPLIT_DEFAULT, _SPLIT_DEFAULT_OPTIONS = DEFAULT_SPLIT, UNTUNED_SPLIT_OPTIONS")
     w("_TOPK_DEFAULT, _TOPK_DEFAULT_OPTIONS = GENERAL_TOPK, GENERAL_TOPK_OPTIONS")
     w("")
-    tuned = {"hardware": "sm_90", "q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128,
+    tuned = {"hardware": hw.name, "q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128,
              "num_heads": 1}
     w("# The measured part of the scorer domain.")
     w("_TUNED = {" + _when(tuned)[1:].replace(', "head_dim"', ',\n          "head_dim"'))
@@ -1105,7 +1201,7 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w("# fits chunks·tile. Other topk values: upstream's general branch, untuned.")
     w("INDEX_TOPK = [")
     for mlo, mhi in TOPK_MB_BUCKETS:
-        when = {"hardware": "sm_90", "topk": TOPK,
+        when = {"hardware": hw.name, "topk": TOPK,
                 "max_block": _range(mlo, mhi, dom["max_block_hi"])}
         w(f"    Rule(when={_when(when)},")
         w("         variant=\"index_topk_fused\", by=Buckets(axis=\"rows_x_heads\", rows=(")
@@ -1130,7 +1226,7 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
         note = f"topk 16, max_block {mlo}–{dom['max_block_hi'] if mhi is None else mhi}"
         w(f"         )), note={_lit(note)}),")
     for lo, hi in ((1, TOPK - 1), (TOPK + 1, dom["topk_hi"])):
-        w(f"    Rule(when={_when({'hardware': 'sm_90', 'topk': _range(lo, hi, dom['topk_hi'])})},")
+        w(f"    Rule(when={_when({'hardware': hw.name, 'topk': _range(lo, hi, dom['topk_hi'])})},")
         w("         variant=\"index_topk_fused\", params=_TOPK_DEFAULT_OPTIONS, by=_TOPK_DEFAULT,")
         w("         note=\"general branch (not measured)\"),")
     w("]")
@@ -1144,9 +1240,10 @@ def _score_note(variant, qlo, qhi, mlo, mhi, dom):
 
 
 def _complement(tuned: dict, axes: tuple, dom: dict):
-    """Disjoint `when` dicts covering every sm_90 point outside ``tuned`` (enum axes only)."""
+    """Disjoint `when` dicts covering every point of tuned["hardware"] outside ``tuned`` (enum
+    axes only)."""
     out = []
-    prefix = {"hardware": "sm_90"}
+    prefix = {"hardware": tuned["hardware"]}
     for axis in axes:
         for value in dom[axis]:
             if value != tuned[axis]:
@@ -1159,25 +1256,46 @@ def _router_shapes_static(dom):
     return _router_shapes()
 
 
-def check_spec_source(source: str) -> dict:
-    """Load a copy of specs/ whose tuned_sm_90.py is ``source`` through the codegen registry
-    (the generator's own proof: disjoint, complete, feasible). Returns the registry."""
+def render_tuned_list(targets) -> str:
+    """Source of specs/tuned.py listing the measured ``targets``."""
+    L = ['"""The measured hardware targets: one module each (specs/tuned_<name>.py: the target\'s '
+         'Hardware',
+         "spec and its launch tables), written by tools/tune.py on a device of that target. "
+         "tools/tune.py",
+         'also writes this list when it adds a target; do not edit either by hand.',
+         '"""']
+    L += [f"from . import tuned_{name}" for name in targets]
+    L += ["", "TUNED = {"] + [f"    {_lit(name)}: tuned_{name}," for name in targets] + ["}"]
+    return "\n".join(L) + "\n"
+
+
+def targets_with(name: str) -> tuple:
+    """The measured targets once ``name`` is one of them."""
+    have = measured_targets()
+    return have if name in have else tuple(sorted(have + (name,)))
+
+
+def check_spec_source(source: str, target: str = "sm_90") -> dict:
+    """Load a copy of specs/ whose tuned_<target>.py is ``source`` (listed in its tuned.py)
+    through the codegen registry (the generator's own proof: disjoint, complete, feasible).
+    Returns the registry."""
     common.setup(False)
     from codegen import registry
 
     tmp = tempfile.mkdtemp(prefix="tuned_specs_")
     try:
         spec_copy = os.path.join(tmp, "specs")
-        shutil.copytree(os.path.join(ROOT, "specs"), spec_copy,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        with open(os.path.join(spec_copy, "tuned_sm_90.py"), "w", encoding="utf-8") as f:
+        shutil.copytree(SPECS_DIR, spec_copy, ignore=shutil.ignore_patterns("__pycache__"))
+        with open(os.path.join(spec_copy, f"tuned_{target}.py"), "w", encoding="utf-8") as f:
             f.write(source)
+        with open(os.path.join(spec_copy, "tuned.py"), "w", encoding="utf-8") as f:
+            f.write(render_tuned_list(targets_with(target)))
         return registry.load(spec_copy)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def verify_lookups(reg, router, scorer, selector, dom) -> int:
+def verify_lookups(reg, router, scorer, selector, dom, target="sm_90") -> int:
     """Every measured choice is what the loaded tables return at the bucket's edges."""
     from codegen.policy import lookup
 
@@ -1193,7 +1311,7 @@ def verify_lookups(reg, router, scorer, selector, dom) -> int:
         for q in {qlo, dom["max_q_hi"] if qhi is None else qhi}:
             for mb in {mlo, dom["max_block_hi"] if mhi is None else mhi}:
                 for r in {rlo, rhi if rhi is not None else rlo + 1000}:
-                    v, p = get("index_score", ("sm_90", "bf16", "bf16", 128, r, mb, 1, q))
+                    v, p = get("index_score", (target, "bf16", "bf16", 128, r, mb, 1, q))
                     assert v == want["variant"] and all(p[k] == want["params"][k]
                                                         for k in want["params"]), \
                         (q, mb, r, v, p, want)
@@ -1202,7 +1320,7 @@ def verify_lookups(reg, router, scorer, selector, dom) -> int:
         want = selector[((mlo, mhi), (plo, phi))]["params"]
         for mb in {mlo, dom["max_block_hi"] if mhi is None else mhi}:
             for P in {plo, phi if phi is not None else plo + 1000}:
-                v, p = get("index_topk", ("sm_90", TOPK, mb, P))
+                v, p = get("index_topk", (target, TOPK, mb, P))
                 single_ok = not want["single_tile"] or \
                     mb <= want["topk_chunks"] * want["topk_tile"]
                 assert single_ok and p == want, (mb, P, p, want)
@@ -1211,7 +1329,7 @@ def verify_lookups(reg, router, scorer, selector, dom) -> int:
         splitk = want.get("kernel") == "splitk"
         keys = SPLITK_PARAM_ORDER if splitk else ("block_m", "block_k", "num_warps")
         for m in (lo, hi):
-            v, p = get("router_gemm", ("sm_90", (K, N), m))
+            v, p = get("router_gemm", (target, (K, N), m))
             assert v.startswith("router_gemm_splitk_") == splitk, (K, N, m, v, want)
             assert all(p[k] == want[k] for k in keys), (K, N, m, p, want)
             checked += 1
@@ -1261,17 +1379,19 @@ def write_specs(tuner_or_meta, router, scorer, selector, out_dir, apply=True,
     whose `keep` tables ("router" | "decode") replace the rendered ones (a one-section tune)."""
     dom = load_domains()
     meta = tuner_or_meta
+    name = meta["target"].name
     source = render_tuned(meta, router, scorer, selector, dom)
     if keep is not None:
         source = splice_tables(source, keep_from, keep)
-    result = {"domains": dom.get("source")}
+    result = {"domains": dom.get("source"), "target": name}
     if out_dir:
-        with open(os.path.join(out_dir, "tuned_sm_90.py"), "w", encoding="utf-8") as f:
+        copy = os.path.join(out_dir, f"tuned_{name}.py")
+        with open(copy, "w", encoding="utf-8") as f:
             f.write(source)
-        result["copy"] = os.path.join(out_dir, "tuned_sm_90.py")
+        result["copy"] = copy
     try:
-        reg = check_spec_source(source)
-        result["checked_lookups"] = verify_lookups(reg, router, scorer, selector, dom)
+        reg = check_spec_source(source, name)
+        result["checked_lookups"] = verify_lookups(reg, router, scorer, selector, dom, name)
         result["verified"] = True
     except ImportError as e:
         result["verified"] = None
@@ -1281,9 +1401,13 @@ def write_specs(tuner_or_meta, router, scorer, selector, out_dir, apply=True,
         result["verified"] = False
         result["verify_error"] = f"{type(e).__name__}: {e}"[:1000]
     if apply and result["verified"] is not False:
-        with open(SPEC_FILE, "w", encoding="utf-8") as f:
+        with open(spec_file(name), "w", encoding="utf-8") as f:
             f.write(source)
-        result["written"] = SPEC_FILE
+        result["written"] = spec_file(name)
+        if name not in measured_targets():  # a new target: list it in specs/tuned.py
+            with open(TUNED_LIST, "w", encoding="utf-8") as f:
+                f.write(render_tuned_list(targets_with(name)))
+            result["listed"] = TUNED_LIST
     return result
 
 
@@ -1291,14 +1415,15 @@ def write_specs(tuner_or_meta, router, scorer, selector, out_dir, apply=True,
 # self-test (CPU)
 
 
-def fake_measurements(seed: int, shapes):
+def fake_measurements(seed: int, shapes, tf32x3=True, pdl=True):
+    """Random choices among the candidates a target with these capabilities is offered."""
     rnd = random.Random(seed)
     router = {}
     for K, N in shapes:
         for lo, hi in ROUTER_BUCKETS:
             if rnd.random() < 0.15:
                 continue  # unmeasured: default row
-            sk = splitk_candidates(K, N, lo, hi)
+            sk = splitk_candidates(K, N, lo, hi, tf32x3=tf32x3)
             if sk and rnd.random() < 0.5:
                 router[(K, N, lo, hi)] = dict(kernel="splitk", **rnd.choice(sk), worst=1.0,
                                               times={"M8 bf16": rnd.uniform(2, 9)})
@@ -1321,7 +1446,7 @@ def fake_measurements(seed: int, shapes):
         for pb in P_BUCKETS:
             if rnd.random() < 0.1:
                 continue
-            cands = [c for c in selector_candidates(TOPK_MB_REP[tb], tb[1])
+            cands = [c for c in selector_candidates(TOPK_MB_REP[tb], tb[1], pdl=pdl)
                      if not c["single_tile"] or (tb[1] is not None and
                                                  tb[1] <= c["topk_chunks"] * c["topk_tile"])]
             selector[(tb, pb)] = dict(params=rnd.choice(cands),
@@ -1430,7 +1555,7 @@ def dry_run(tmpdir: str) -> list:
                  _router_counter_clear=lambda device: True, _decoder=fake_decoder,
                  _decode_inputs=fake_inputs, _router_shapes=_router_shapes)
         args = parse_args(["--out", tmpdir, "--jobs", "0", "--reps", "2"])
-        tuner = Tuner(args, device="cpu", timer=clock)
+        tuner = Tuner(args, _measured_hardware("sm_90"), device="cpu", timer=clock)
         groups = tuner.warm_groups(["router", "scorer", "selector"])
         n_tasks = sum(len(x) for x in groups)
         tuner.tune_router()
@@ -1480,7 +1605,8 @@ def dry_run(tmpdir: str) -> list:
             problems.append(f"correctness guard: {len(rejected)} rejections (want exactly the "
                             f"kv_chunks=16/num_stages=2 candidates)")
         tuner.save(final=True)
-        meta = {"date": "dry", "device": "dry", "torch": "0", "triton": "0", "command": "dry"}
+        meta = {"date": "dry", "device": "dry", "torch": "0", "triton": "0", "command": "dry",
+                "target": tuner.target}
         res = write_specs(meta, tuner.router_best, tuner.scorer_best, tuner.selector_best,
                           tmpdir, apply=False)
         if res.get("verified") is not True:
@@ -1499,10 +1625,96 @@ def dry_run(tmpdir: str) -> list:
     return problems
 
 
+def _measured_hardware(name: str):
+    """The Hardware spec of measured target ``name`` (from its specs/tuned_<name>.py)."""
+    import importlib
+
+    return importlib.import_module("specs.tuned").TUNED[name].HARDWARE
+
+
+def new_targets_selftest(meta: dict, dom: dict, shapes) -> int:
+    """A target measured for the first time: its file and the list entry load through the
+    registry (NVIDIA Blackwell-like and AMD), an AMD table never holds tf32x3 or pdl (and one
+    that does is refused), and a hand-written target cannot be tuned."""
+    from codegen.families.index_decode import supports_pdl
+    from codegen.families.router_gemm import supports_tf32x3
+    from codegen.model import Hardware
+
+    failures = 0
+    for hw in (Hardware(name="sm_100", vendor="nvidia", capability=(10, 0), aliases=("b200",),
+                        description="NVIDIA B200 (selftest)"),
+               Hardware(name="gfx942", vendor="amd", gcn_arch="gfx942", aliases=("mi300x",),
+                        description="AMD MI300X (selftest)")):
+        tables = fake_measurements(7, shapes, supports_tf32x3(hw), supports_pdl(hw))
+        source = render_tuned(dict(meta, target=hw), *tables, dom)
+        try:
+            reg = check_spec_source(source, hw.name)
+            n = verify_lookups(reg, *tables, dom, hw.name)
+            amd_clean = hw.vendor != "amd" or ("tf32x3=True" not in source
+                                               and "pdl=True" not in source)
+            listed = f"from . import tuned_{hw.name}" in render_tuned_list(targets_with(hw.name))
+            from codegen.render import render_all
+
+            runtime = next(text for path, text in render_all(reg).items()
+                           if path.endswith("_runtime.py"))
+            detected = f'"{hw.name}": ' in runtime
+            ok = hw.name in reg.hardware and amd_clean and listed and detected
+            common.say(f"  {'ok  ' if ok else 'FAIL'} new target {hw.name}: loads next to "
+                       f"{', '.join(n for n in reg.hardware if n != hw.name)}, {n} lookups "
+                       f"match, tf32x3/pdl only where supported: {amd_clean}, in the generated "
+                       f"runtime's targets: {detected}")
+            failures += not ok
+        except Exception as e:  # noqa: BLE001
+            failures += 1
+            common.say(f"  FAIL new target {hw.name}: {type(e).__name__}: {e}")
+            traceback.print_exc()
+        if hw.vendor == "amd":  # the loader refuses what the tuner never offers there
+            nvidia_like = fake_measurements(7, shapes)
+            bad = render_tuned(dict(meta, target=hw), *nvidia_like, dom)
+            try:
+                check_spec_source(bad, hw.name)
+                failures += 1
+                common.say(f"  FAIL {hw.name} table with tf32x3/pdl rows was accepted")
+            except Exception as e:  # noqa: BLE001
+                common.say(f"  ok   {hw.name} table with tf32x3/pdl rows is refused "
+                           f"({type(e).__name__})")
+    with open(TUNED_LIST, encoding="utf-8") as f:
+        ok = f.read() == render_tuned_list(measured_targets())
+    failures += not ok
+    common.say(f"  {'ok  ' if ok else 'FAIL'} specs/tuned.py is what the tuner writes")
+    # which target a device tunes (fake device properties)
+    for name, cap, arch, want in (("NVIDIA H200", (9, 0), None, ("sm_90", True, None)),
+                                  ("NVIDIA B200", (10, 0), None,
+                                   ("sm_100", False, ("sm100", "b200"))),
+                                  ("AMD Instinct MI300X", None, "gfx942:sramecc+:xnack-",
+                                   ("gfx942", False, ("mi300x",))),
+                                  ("AMD Instinct MI355X", None, "gfx950", "refused")):
+        fake = _fake_torch(name, cap, arch)
+        try:
+            hw, declared = tunable_target(fake, 0)
+            got = (hw.name, declared, None if declared else tuple(hw.aliases))
+        except SystemExit:
+            got = "refused"
+        failures += got != want
+        common.say(f"  {'ok  ' if got == want else 'FAIL'} a {name} tunes {got}")
+    return failures
+
+
+def _fake_torch(name, capability, gcn_arch):
+    """Just enough of torch for device_target: one device with these properties."""
+    from types import SimpleNamespace
+
+    major, minor = capability or (9, 4)
+    props = SimpleNamespace(name=name, major=major, minor=minor, gcnArchName=gcn_arch or "")
+    return SimpleNamespace(version=SimpleNamespace(hip="6.0" if gcn_arch else None),
+                           cuda=SimpleNamespace(get_device_properties=lambda device: props))
+
+
 def selftest() -> int:
     common.setup(False)
     meta = {"date": "2000-01-01 00:00:00 UTC", "device": "FAKE (selftest)", "torch": "0",
-            "triton": "0", "command": "tools/tune.py --selftest"}
+            "triton": "0", "command": "tools/tune.py --selftest",
+            "target": _measured_hardware("sm_90")}
     dom = load_domains()
     common.say(f"selftest: axis domains from {dom['source']}")
     shapes = _router_shapes_static(dom)
@@ -1581,9 +1793,17 @@ def selftest() -> int:
                    f"({time.time() - t:.1f}s)")
         # a one-section tune keeps the current file's other tables verbatim, twice in a row,
         # and the two kinds of splice compose
-        with open(SPEC_FILE, encoding="utf-8") as f:
+        with open(spec_file("sm_90"), encoding="utf-8") as f:
             current = f.read()
         cur = _split_tuned(current)
+        # the writer reproduces the current file's Hardware spec
+        fresh_head = _split_tuned(render_tuned(meta, {}, {}, {}, dom))[0]
+        hw_block = re.compile(r"^HARDWARE = .*?\)$", re.S | re.M)
+        ok = hw_block.search(fresh_head).group(0) == hw_block.search(cur[0]).group(0)
+        failures += not ok
+        common.say(f"  {'ok  ' if ok else 'FAIL'} the rendered Hardware spec equals the current "
+                   f"file's")
+        failures += new_targets_selftest(meta, dom, shapes)
         router_only = render_tuned(meta, cases[1][1][0], {}, {}, dom)
         decode_only = render_tuned(meta, {}, *cases[1][1][1:], dom)
         for keep, fresh, part in (("decode", router_only, 2), ("router", decode_only, 1)):
@@ -1622,10 +1842,14 @@ def main(argv=None):
     if args.selftest:
         return selftest()
     if args.check_file:
+        named = re.fullmatch(r"tuned_(\w+)\.py", os.path.basename(args.check_file))
+        if not named:
+            print(f"{args.check_file}: --check-file expects a file named tuned_<target>.py")
+            return 1
         with open(args.check_file, encoding="utf-8") as f:
             source = f.read()
         try:
-            reg = check_spec_source(source)
+            reg = check_spec_source(source, named.group(1))
         except Exception as e:  # noqa: BLE001
             print(f"{args.check_file}: REFUSED: {type(e).__name__}: {e}")
             return 1
@@ -1639,10 +1863,24 @@ def main(argv=None):
         sys.exit("tune.py: needs a CUDA device (use --selftest on a CPU machine)")
     os.makedirs(args.out, exist_ok=True)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    tuner = Tuner(args)
+    target, declared = tunable_target(torch, torch.cuda.current_device())
+    # A router-only tune keeps the decode tables of the current file, a scorer + selector tune
+    # its router tables.
+    keep = None
+    if "scorer" not in sections and "selector" not in sections:
+        keep = "decode"
+    elif "router" not in sections:
+        keep = "router"
+    if keep and not os.path.exists(spec_file(target.name)):
+        sys.exit(f"tune.py: --sections {args.sections} keeps the {keep} tables of "
+                 f"{os.path.relpath(spec_file(target.name), ROOT)}, which does not exist yet "
+                 f"(a new target): measure every section")
+    tuner = Tuner(args, target)
     env = tuner.log["env"]
-    common.say(f"tune: {env.get('device')} ({tuner.sms} SMs) torch {env['torch']} triton "
-               f"{env['triton']}; {args.reps} replays per candidate; budget {args.budget_s:.0f}s")
+    common.say(f"tune: {env.get('device')} ({tuner.sms} SMs) = target {target.name}"
+               f"{'' if declared else ' (new)'}; torch {env['torch']} triton {env['triton']}; "
+               f"{args.reps} replays per candidate; budget {args.budget_s:.0f}s; tf32x3 "
+               f"{'yes' if tuner.tf32x3 else 'no'}, pdl {'yes' if tuner.pdl else 'no'}")
     tuner.warm(sections)
     # decode first: its targets are the tighter ones; the router uses what budget is left
     if "scorer" in sections or "selector" in sections:
@@ -1667,19 +1905,15 @@ def main(argv=None):
                                         key=lambda kv: str(kv[0]))],
     }
     meta = {"date": env["date"], "device": env.get("device"), "torch": env["torch"],
-            "triton": env["triton"], "l2_flush": env.get("l2_flush"), "command": "python3 tools/tune.py " + " ".join(
-                a for a in (argv if argv is not None else sys.argv[1:]))}
-    # always leave the rendered table in DIR; --write-specs also replaces specs/tuned_sm_90.py.
-    # A router-only tune keeps the decode tables of the current file, a scorer + selector tune
-    # its router tables.
-    keep = None
-    if "scorer" not in sections and "selector" not in sections:
-        keep = "decode"
-    elif "router" not in sections:
-        keep = "router"
+            "triton": env["triton"], "l2_flush": env.get("l2_flush"),
+            "command": "python3 tools/tune.py " + " ".join(
+                a for a in (argv if argv is not None else sys.argv[1:])),
+            "target": target}
+    # always leave the rendered table in DIR; --write-specs also replaces
+    # specs/tuned_<target>.py (and lists a new target in specs/tuned.py)
     current = None
     if keep:
-        with open(SPEC_FILE, encoding="utf-8") as f:
+        with open(spec_file(target.name), encoding="utf-8") as f:
             current = f.read()
     res = write_specs(meta, tuner.router_best, tuner.scorer_best, tuner.selector_best,
                       args.out, apply=args.write_specs, keep_from=current, keep=keep)

@@ -18,6 +18,15 @@ def expand(specs: tuple, hardware: dict):
 FUSED = "index_decode_fused"
 
 
+PDL_CAPABILITY = (9, 0)  # programmatic dependent launch: NVIDIA Hopper and later
+
+
+def supports_pdl(hw) -> bool:
+    """Whether selector rows for Hardware ``hw`` may ask for pdl (tools/tune asks too)."""
+    return hw.vendor == "nvidia" and hw.capability is not None and \
+        hw.capability >= PDL_CAPABILITY
+
+
 def check(registry) -> None:
     """The single-tile selector ignores blocks past one tile per chunk, and the adaptive merge
     handles at most 16 chunks: a rule may only enable them where that is safe. The fused
@@ -37,8 +46,7 @@ def check(registry) -> None:
         params = dict(rule.params)
         if params["pdl"]:
             for name in rule.conds[hw_pos] or policy.axes[hw_pos].values:
-                hw = registry.hardware[name]
-                if hw.vendor != "nvidia" or hw.capability is None or hw.capability < (9, 0):
+                if not supports_pdl(registry.hardware[name]):
                     raise SpecError(rule.loc, "Policy index_topk", "params.pdl",
                                     f"programmatic dependent launch needs NVIDIA compute "
                                     f"capability ≥ 9.0; the rule covers hardware {name!r}")

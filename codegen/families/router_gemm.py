@@ -181,6 +181,12 @@ SPEC_TYPES = (RouterGemmFamily, RouterGemmShape)
 TF32_CAPABILITY = (8, 0)  # TF32 tensor cores: NVIDIA Ampere and later
 
 
+def supports_tf32x3(hw) -> bool:
+    """Whether split-K rows for Hardware ``hw`` may use tf32x3 (tools/tune asks too)."""
+    return hw.vendor == "nvidia" and hw.capability is not None and \
+        hw.capability >= TF32_CAPABILITY
+
+
 def check(registry) -> None:
     """A split-K row may ask for tf32x3 only on NVIDIA hardware with TF32 tensor cores."""
     for rule in registry.tables.get(NAME, ()):
@@ -188,8 +194,7 @@ def check(registry) -> None:
             continue
         hw_pos = [a.name for a in registry.policies[NAME].axes].index("hardware")
         for name in rule.conds[hw_pos] or registry.policies[NAME].axes[hw_pos].values:
-            hw = registry.hardware[name]
-            if hw.vendor != "nvidia" or hw.capability is None or hw.capability < TF32_CAPABILITY:
+            if not supports_tf32x3(registry.hardware[name]):
                 raise SpecError(rule.loc, "Policy router_gemm", "params.tf32x3",
                                 f"tf32x3 needs NVIDIA compute capability ≥ 8.0 (TF32 tensor "
                                 f"cores); the rule covers hardware {name!r}")
