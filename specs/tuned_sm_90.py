@@ -1,8 +1,8 @@
-"""sm_90 launch tables, measured on an H200 by tools/tune.py (see MEASURED).
+"""sm_90 launch tables, measured by tools/tune.py (device and versions: MEASURED).
 
-tools/tune owns this file: rerun `python3 tools/tune.py --out DIR --write-specs` on the
-H200 instead of editing it, then `codegen regenerate`. Rows marked `measured` carry the
-median µs at the bucket's representatives; the others keep the untuned defaults.
+tools/tune owns this file: rerun `python3 tools/tune.py --out DIR --write-specs` on a
+sm_90 device instead of editing it, then `codegen regenerate`. Rows marked `measured`
+carry the median µs at the bucket's representatives; the others keep the untuned defaults.
 """
 from codegen.model import Hardware
 from codegen.policy import Buckets, Rule, between
