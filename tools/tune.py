@@ -25,37 +25,41 @@ generator's own disjointness/coverage proof) and every measured choice has been 
 
 Order: compile warm-up, then (b)+(c) point by point, then (a).
 
-(a) router GEMM, per weight shape × token bucket (1–4, 5–16, 17–32), both kernels:
-    per-expert: block_m ∈ {1, 4} (bucket 1–4) / {4, 8} (buckets 5–16, 17–32: every per-expert
-    winner of the first H200 run), block_k ∈ {256..4096} dividing K, num_warps ∈ {1..16},
-    num_stages 1, pruned to 4 ≤ block_k/(32·num_warps) ≤ 16 (16-byte weight loads per thread)
-    and 4 ≤ block_m·block_k/(32·num_warps) ≤ 32 (fp32 partial sums per thread; every upstream
-    gfx950 row is inside).
-    split-K: block_m = next_pow2(max(16, bucket hi)), block_n ∈ {16, 32} (≤ max(16,
-    next_pow2(N))), block_k ∈ {64, 128, 256}, split_k ∈ {1..32} with block_k·split_k dividing
-    K and a grid cdiv(N, block_n)·split_k in [min(96, largest feasible), 264] (one to two waves
-    of 132 SMs); num_warps 4 (also 2 for 16×16 tiles, 8 for 32×32); num_stages 1 for one K step,
-    2 for two, {2, 3} for more (--quick: num_warps 4, num_stages ≤ 2).
-    Representatives M = 1, 4 | 8, 16 | 32, x bf16 and fp32.
+(a) router GEMM, per weight shape × token bucket (1, 2–4, 5–8, 9–16, 17–32), both kernels:
+    per-expert: block_m ∈ ROUTER_BM_BY_BUCKET (1 | 1, 2, 4 | 4, 8 | 4, 8 | 4, 8), block_k ∈
+    {256..4096} dividing K, num_warps ∈ {1..16}, num_stages 1, pruned to 4 ≤
+    block_k/(32·num_warps) ≤ 16 (16-byte weight loads per thread) and 4 ≤
+    block_m·block_k/(32·num_warps) ≤ 32 (fp32 partial sums per thread; every upstream gfx950
+    row is inside).
+    split-K: block_m = next_pow2(max(16, bucket hi)), block_n ∈ {16, 32, 64} (≤ max(16,
+    next_pow2(N))), block_k ∈ {64, 128, 256}, split_k ∈ SPLITK_SK (1..64) with
+    block_k·split_k dividing K, ≤ 16 K steps per program and a grid cdiv(N, block_n)·split_k
+    in [min(96, largest feasible), 4·SMs]; tl.dot as tf32x3 (where the target has TF32 tensor
+    cores) or as fp32 FMAs (only block_n ≤ 32, grid ≤ 2·SMs, 4 warps, ≤ 2 stages); num_warps by
+    tile size, num_stages 1 for one K step, 2 for two, {2, 3} for more (--quick: num_warps 4,
+    num_stages ≤ 2).
+    Representatives M = 1 | 2, 4 | 8 | 16 | 24, 32, x bf16 and fp32.
 (b) decode scorer, per request bucket (1–2, 3–4, 5–8, 9–11, 12–16, 17–32, 33–64, 65–256; ≥ 257
     keeps the default) × max_block bucket (≤ 64, 65–256, ≥ 257: 8k / 32k / 128k contexts) × Qmax
     bucket (1; 2–8, measured at Q = Qmax = 4), H = 1, bf16, head_dim 128, topk 16, page-16 table:
-    split-K with kv_chunks ∈ {8..256} (≤ max(8, blocks), R·chunks ≤ 32·SMs) × num_warps {4, 8}
-    × num_stages {2, 3, 4}, and balanced (R ≤ 16 only: it is compiled per R) with budget ∈
-    {1, 2, 4, 8}·SMs × the same warps/stages, and the single-launch `index_decode_fused`
-    (R ≤ 16 and max_block buckets ≤ 256 only: its one selection tile, the smallest of
-    128/256/512 ≥ the bucket's hi, must hold every block) with kv_chunks ∈ {8..256}
-    (32 ≤ R·chunks ≤ 512) × (num_warps, num_stages) ∈ {(4, 2), (8, 2)}. Timed END TO END
-    (`index_decode_with_launch`: scores + selection + table) with a FIXED selector (upstream's
-    general branch for that row count; the fused candidates select themselves), so only the
+    split-K with kv_chunks ∈ {8..1024} (≤ max(8, blocks), R·chunks ≤ 64·SMs) × (num_warps,
+    num_stages) ∈ {(2, 1), (2, 3), (4, 1), (4, 2), (4, 3), (8, 3)}, the same with static chunks
+    × {(4, 2), (4, 3)}, balanced (R ≤ 16 only: it is compiled per R) with budget ∈ {1, 2, 4,
+    8}·SMs × the split options, and the single-launch `index_decode_fused` (R ≤ 16 and
+    max_block buckets ≤ 256 only: its one selection tile, the smallest of 128/256/512 ≥ the
+    bucket's hi, must hold every block) with kv_chunks ∈ {8..256} (32 ≤ R·chunks ≤ 512) ×
+    (num_warps, num_stages) ∈ {(4, 2), (8, 2)}. Timed END TO END (scores + selection + table)
+    with a FIXED selector: the one the target's current table picks at that point (upstream's
+    general branch for a new target; the fused candidates select themselves), so only the
     scorer varies.
 (c) selector, per rows·heads bucket (1–2, 3–4, 5–8, …, 129–256, ≥ 257) × max_block bucket
     (≤ 64, 65–256, 257–1024, ≥ 1025): topk_chunks ∈ {1..16} (pruned to the chunks that can be
     active: ≤ next_pow2(cdiv(max_block, tile))), topk_tile ∈ {128, 512}, num_warps {2, 4, 8},
     num_stages 2, single_tile wherever the bucket allows it, adaptive_merge on/off for ≥ 2
-    chunks. Timed end to end with the two-kernel scorer that won (b) at that point (the best
-    split/balanced one when the fused variant won: the table keeps a selector for every
-    point the fused rows do not serve, e.g. topk beyond their tile). The ≥ 1025 bucket (no
+    chunks, pdl on/off where the target supports programmatic dependent launch. Timed end to
+    end with the two-kernel scorer that won (b) at that point (the best split/balanced one
+    when the fused variant won: the table keeps a selector for every point the fused rows do
+    not serve, e.g. topk beyond their tile). The ≥ 1025 bucket (no
     context that long is measured) takes the best multi-tile configuration at 1024 blocks.
 
 Choice per bucket: the candidate with the smallest worst-case slowdown (time / best time at that
@@ -64,7 +68,7 @@ unmeasured (--quick, time budget, errors) keep the default rows. Only bf16/bf16/
 index head is tuned for the scorer and topk 16 for the selector; the rest of the target's domain
 keeps the default rules (a table rendered from no measurements equals the untuned file).
 
-Compilation: every candidate is its own Triton compile (about 1300). The compiles run first in
+Compilation: every candidate is its own Triton compile (about 2900 for every section). The compiles run first in
 parallel worker processes (--jobs, default min(14, CPUs - 2)) that fill Triton's disk cache; the
 timing process then only loads them. If the pool fails, the timing loop compiles on demand.
 """
