@@ -17,6 +17,7 @@ from . import __version__, families
 from .policy import Between, FlatRule, Policy
 from .registry import Registry, hardware_aliases
 from .families.index_decode import PDL_CAPABILITY
+from .families.router_gemm import TF32_CAPABILITY
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 REGENERATE = "codegen regenerate"
@@ -214,6 +215,7 @@ def artifacts(reg: Registry) -> list[Artifact]:
                         specs=tuple((h.name, _where(h)) for h in reg.hardware.values()),
                         context={"hardware": hw, "aliases": literal(hardware_aliases(reg)),
                                  "pdl_capability": literal(PDL_CAPABILITY),
+                                 "tf32_capability": literal(TF32_CAPABILITY),
                                  "dtypes": [{"key": k, "torch": t} for k, t in
                                             TORCH_DTYPES.items()]}))
     variants = [{"family": v.family, "name": v.name, "hardware": ", ".join(v.hardware),

@@ -1,7 +1,7 @@
 """fp32 low-token router GEMM (KERNELS.md §11): one RouterGemmShape per weight shape.
 
-Launch tables map token-count buckets (M ≤ 4, 5–16, 17–32) to a kernel and its launch
-parameters. A row without `kernel=` takes the per-expert kernel of §11 (block_m, block_k,
+Launch tables map token-count buckets (gfx950/generic: M ≤ 4, 5–16, 17–32, upstream's; the
+measured tables use finer ones) to a kernel and its launch parameters. A row without `kernel=` takes the per-expert kernel of §11 (block_m, block_k,
 num_warps, num_stages); `kernel="splitk"` takes the split-K tl.dot kernel (block_m ≥ the
 bucket's largest M, block_n, block_k, split_k with block_k·split_k dividing hidden_size,
 num_warps, num_stages; see codegen/families/router_gemm.py). gfx950 reproduces the upstream
@@ -21,8 +21,9 @@ def measured(hidden_size, num_experts):
     for name, tuned in TUNED.items():
         if (hidden_size, num_experts) not in tuned.ROUTER_GEMM:
             raise KeyError(f"specs/tuned_{name}.py has no router table for ({hidden_size}, "
-                           f"{num_experts}): rerun `tools/tune.py --sections router "
-                           f"--write-specs` on a {name} device")
+                           f"{num_experts}): add one to its ROUTER_GEMM by hand (e.g. the "
+                           f"generic rows), then `tools/tune.py --sections router "
+                           f"--write-specs` on a {name} device measures it")
         out[name] = tuned.ROUTER_GEMM[hidden_size, num_experts]
     return out
 

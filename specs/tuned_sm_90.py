@@ -3,6 +3,7 @@
 tools/tune owns this file: rerun `python3 tools/tune.py --out DIR --write-specs` on a
 sm_90 device instead of editing it, then `codegen regenerate`. Rows marked `measured`
 carry the median µs at the bucket's representatives; the others keep the untuned defaults.
+HARDWARE's aliases and description are the exception: edit them here, a re-tune keeps them.
 """
 from codegen.model import Hardware
 from codegen.policy import Buckets, Rule, between
@@ -12,7 +13,7 @@ from .defaults import (DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS,
 
 HARDWARE = Hardware(name="sm_90", vendor="nvidia", capability=(9, 0),
                     aliases=("sm90", "h100", "h200", "hopper"),
-                    description="NVIDIA Hopper (H100/H200); policies measured on an H200")
+                    description="NVIDIA Hopper (H100/H200); policies measured by tools/tune.py")
 
 MEASURED = dict(
     router_tables="kept from the tune of 2026-11-29 13:09:45 UTC (python3 tools/tune.py --sections router --write-specs --out /root/out --budget-s 280)",

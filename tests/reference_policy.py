@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import torch
 
-HARDWARE = ("gfx950", "sm_90", "generic")
-
 # §8.1 balanced scorer
 DECODE_SCORE_BALANCED_PROGRAM_BUDGET = 1024
 DECODE_SCORE_HIGH_BATCH_PROGRAM_BUDGET = 768
@@ -47,17 +45,6 @@ def dtype_name(dtype) -> str:
 
 def pow2floor(x: int) -> int:
     return 1 << (int(x).bit_length() - 1)
-
-
-def detect_hardware(device: torch.device) -> str:
-    """Normalized arch string of ``device``: "gfx950", "sm_90" or "generic"."""
-    if device.type != "cuda" or not torch.cuda.is_available():
-        return "generic"
-    if getattr(torch.version, "hip", None):
-        arch = torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
-        return "gfx950" if arch == "gfx950" else "generic"
-    major, minor = torch.cuda.get_device_capability(device)
-    return "sm_90" if (major, minor) == (9, 0) else "generic"
 
 
 def _balanced_eligible(head_dim, q_dtype, cache_dtype, hardware) -> bool:

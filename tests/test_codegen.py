@@ -402,3 +402,19 @@ def test_explain_variant_lists_the_rules_that_select_it(capsys):
 def test_explain_rejects_unknown_axis(capsys):
     assert cli.main(["explain", "router_gemm", "warps=4"]) == 2
     assert "has no axis 'warps'" in capsys.readouterr().err
+
+
+def test_measured_targets_are_listed_under_their_own_names():
+    """specs/tuned.py lists every specs/tuned_<name>.py, under the name its HARDWARE spec
+    carries (tools/tune.py writes both; a file it does not list would be silently ignored)."""
+    import glob
+    import importlib
+
+    specs_dir = os.path.join(ROOT, "specs")
+    files = sorted(os.path.basename(p)[len("tuned_"):-len(".py")]
+                   for p in glob.glob(os.path.join(specs_dir, "tuned_*.py")))
+    tuned = importlib.import_module("specs.tuned").TUNED
+    assert sorted(tuned) == files
+    for name, module in tuned.items():
+        assert module.HARDWARE.name == name
+        assert module.__name__.endswith(f".tuned_{name}")

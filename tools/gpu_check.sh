@@ -13,7 +13,8 @@
 # The GPU tests run in GPU_TEST_JOBS (default 8) pytest-xdist processes sharing the GPU: they
 # are compile-bound and check results only (no timing).
 #
-# Logs and results land in $OUT: gpu_tests.log, tune.log + tune.json + tuned_<target>.py,
+# Logs and results land in $OUT: gpu_tests.log, tune.log + tune.json + tuned_<target>.py
+# (+ tuned.py, the list of measured targets, when the device is a new target: copy both),
 # bench.log + bench.json + bench.png, env.txt. A short summary is printed last.
 # Note: after `tune`, the benchmark still measures the dispatch tables in generated/ (regenerate
 # runs on the CPU machine), i.e. the tables from before this tune.
@@ -73,6 +74,7 @@ echo "================ gpu_check summary ($MODE, $(( $(date +%s) - start )) s) =
 tail -n +2 "$OUT/env.txt"
 if [ "$tune_rc" != - ]; then
   echo "tune: rc=$tune_rc; $(grep -E '^table:' "$OUT/tune.log" | tail -1)"
+  grep -E '^new target ' "$OUT/tune.log" | tail -1
 fi
 if [ "$tests_rc" != - ]; then
   echo "gpu tests: rc=$tests_rc; $(grep -E '(passed|failed|error|skipped|no tests ran)' "$OUT/gpu_tests.log" | tail -1)"

@@ -96,9 +96,9 @@ SPECS_DIR = os.path.join(ROOT, "specs")
 TUNED_LIST = os.path.join(SPECS_DIR, "tuned.py")  # the measured targets (written here too)
 
 
-def spec_file(target: str) -> str:
+def spec_file(target: str, specs_dir: str = SPECS_DIR) -> str:
     """specs/tuned_<target>.py: a measured target's Hardware spec and launch tables."""
-    return os.path.join(SPECS_DIR, f"tuned_{target}.py")
+    return os.path.join(specs_dir, f"tuned_{target}.py")
 BLOCK = 128
 D = 128
 TOPK = 16
@@ -194,6 +194,12 @@ def parse_args(argv=None):
     if not args.selftest and not args.check_file and not args.out:
         p.error("--out is required (except with --selftest)")
     measured = {x.strip() for x in args.sections.split(",") if x.strip()}
+    unknown = measured - {"router", "scorer", "selector"}
+    if unknown or not measured:
+        p.error(f"--sections: a comma list of router, scorer, selector, got {args.sections!r}")
+    if "selector" in measured and "scorer" not in measured:
+        p.error("--sections: selector needs scorer (its candidates are timed with the scorer "
+                "that wins at each point)")
     if args.write_specs and ("scorer" in measured) != ("selector" in measured):
         p.error("--sections: --write-specs needs scorer and selector together (the other one's "
                 "measured tables would be replaced by defaults)")
@@ -219,8 +225,9 @@ def bucket_of(value, buckets):
 # candidate spaces
 
 
-def router_candidates(K, lo, hi):
-    """Per-expert kernel candidates (block_m, block_k, num_warps) for bucket [lo, hi]."""
+def router_candidates(K, lo, hi, warp=32):
+    """Per-expert kernel candidates (block_m, block_k, num_warps) for bucket [lo, hi];
+    ``warp``: threads per warp (64 on AMD)."""
     out = []
     for bm in ROUTER_BM:
         if bm > hi or bm not in ROUTER_BM_BY_BUCKET.get((lo, hi), ROUTER_BM):
@@ -229,7 +236,7 @@ def router_candidates(K, lo, hi):
             if K % bk:
                 continue
             for nw in ROUTER_NW:
-                lanes = bk / (32 * nw)  # w elements per thread per K step
+                lanes = bk / (warp * nw)  # w elements per thread per K step
                 per_thread = bm * lanes  # fp32 partial sums per thread
                 if not (4 <= lanes <= 16 and 4 <= per_thread <= 32):
                     continue
@@ -237,9 +244,11 @@ def router_candidates(K, lo, hi):
     return out
 
 
-def splitk_candidates(K, N, lo, hi, quick=False, sms=132, tf32x3=True):
-    """Split-K kernel candidates (dicts in SPLITK_PARAM_ORDER) for bucket [lo, hi]; tf32x3
-    ones only where the target has TF32 tensor cores (``tf32x3``)."""
+def splitk_candidates(K, N, lo, hi, quick, sms, tf32x3):
+    """Split-K kernel candidates (dicts in SPLITK_PARAM_ORDER) for bucket [lo, hi] on ``sms``
+    SMs; tf32x3 ones only where the target has TF32 tensor cores (``tf32x3``). fp32-FMA
+    candidates are pruned hard where tf32x3 exists (they never beat it on the H200) and swept
+    like tf32x3 ones where they are the only split-K form."""
     bm = common.pow2ceil(max(16, hi))
     max_grid = SPLITK_MAX_GRID_PER_SM * sms
     tiles = []
@@ -264,13 +273,13 @@ def splitk_candidates(K, N, lo, hi, quick=False, sms=132, tf32x3=True):
         for use_tf32x3 in SPLITK_TF32X3:
             if use_tf32x3 and not tf32x3:
                 continue
-            if not use_tf32x3 and (bn > 32 or grid > 2 * sms):
+            if not use_tf32x3 and tf32x3 and (bn > 32 or grid > 2 * sms):
                 continue
             warps = {256: (2, 4), 512: (4,), 1024: (4, 8), 2048: (4, 8)}[bm * bn]
             stages = (1,) if steps == 1 else ((2,) if steps == 2 else (2, 3))
             for nw in warps:
                 for ns in stages:
-                    if (quick or not use_tf32x3) and (nw != 4 or ns > 2):
+                    if (quick or (tf32x3 and not use_tf32x3)) and (nw != 4 or ns > 2):
                         continue
                     if quick and not use_tf32x3 and tf32x3:
                         continue
@@ -279,10 +288,10 @@ def splitk_candidates(K, N, lo, hi, quick=False, sms=132, tf32x3=True):
     return out
 
 
-def router_all_candidates(K, N, lo, hi, quick=False, sms=132, tf32x3=True):
+def router_all_candidates(K, N, lo, hi, quick, sms, tf32x3, warp=32):
     """(kernel, params) of both kernels for bucket [lo, hi]."""
     out = [("per_expert", dict(block_m=bm, block_k=bk, num_warps=nw, num_stages=1))
-           for bm, bk, nw in router_candidates(K, lo, hi)]
+           for bm, bk, nw in router_candidates(K, lo, hi, warp)]
     out += [("splitk", p) for p in splitk_candidates(K, N, lo, hi, quick, sms, tf32x3)]
     return out
 
@@ -355,14 +364,21 @@ def selector_candidates(max_block, mb_bucket_hi, quick=False, pdl=True):
     return out
 
 
-def scoring_selector(P, max_block, target="sm_90"):
+_SAID = set()
+
+
+def scoring_selector(P, max_block, target):
     """The selector the scorer candidates are timed with: the one the target's current table
     picks at this point (pdl included), so that two-kernel candidates are not judged with a
-    slower selector than they will run with; upstream's default where there is no table yet."""
+    slower selector than they will run with; upstream's default where there is no table yet
+    (said once: expected for a new target, suspicious for a declared one)."""
     try:
-        mod = _decode_module()
-        row = mod._topk_row(target, TOPK, max_block, P)
-    except (ImportError, ValueError, KeyError, LookupError):
+        row = _decode_module()._topk_row(target, TOPK, max_block, P)
+    except (ImportError, ValueError, LookupError) as e:
+        if target not in _SAID:
+            _SAID.add(target)
+            common.say(f"scoring selector for {target}: upstream's default "
+                       f"({type(e).__name__}: {e})")
         return default_selector(P)
     return {"pdl": False, **row.params}
 
@@ -431,6 +447,7 @@ class Tuner:
         self.target = target
         self.pdl = supports_pdl(target)
         self.tf32x3 = supports_tf32x3(target)
+        self.warp = 64 if target.vendor == "amd" else 32
         self.device = torch.device(device or "cuda")
         self.sms = common.num_sms(self.device.type != "cuda")
         self._timer = timer
@@ -487,7 +504,7 @@ class Tuner:
                 reps = [(m, dt) for m in ROUTER_REPS[(lo, hi)] for dt in ("bf16", "fp32")]
                 times = {}
                 cands = router_all_candidates(K, N, lo, hi, self.args.quick, self.sms,
-                                              self.tf32x3)
+                                              self.tf32x3, self.warp)
                 for kind, params in cands:
                     key = (kind, freeze(params))
                     launch = launchers[kind]
@@ -694,7 +711,7 @@ class Tuner:
         if "router" in sections:
             for K, N in self.router_shapes():
                 for lo, hi in ROUTER_BUCKETS:
-                    for bm, bk, nw in router_candidates(K, lo, hi):
+                    for bm, bk, nw in router_candidates(K, lo, hi, self.warp):
                         for m in ROUTER_REPS[(lo, hi)]:
                             for dt in ("bf16", "fp32"):
                                 add(("router", K, N, dt, bm), (bk, nw, mclass(m)),
@@ -937,11 +954,11 @@ def _warm_worker(tasks):
 # the target
 
 
-def measured_targets() -> tuple:
-    """Names of the measured targets (specs/tuned.py), in order."""
-    import importlib
-
-    return tuple(importlib.import_module("specs.tuned").TUNED)
+def measured_targets(specs_dir: str = SPECS_DIR) -> tuple:
+    """Names of the measured targets listed in specs_dir/tuned.py (as render_tuned_list
+    writes it), in order."""
+    with open(os.path.join(specs_dir, "tuned.py"), encoding="utf-8") as f:
+        return tuple(re.findall(r"^from \. import tuned_(\w+)$", f.read(), re.M))
 
 
 def device_target(torch, device):
@@ -969,9 +986,13 @@ def device_target(torch, device):
                 return hw, True
         fields = dict(name=f"sm_{props.major}{props.minor}", vendor="nvidia", capability=cap)
     taken = set(registry.hardware_aliases(reg))
-    short = re.sub(r"[^a-z0-9]", "", props.name.lower().split()[-1]) if props.name else ""
-    aliases = tuple(a for a in dict.fromkeys((fields["name"].replace("_", ""), short))
-                    if a and a[0].isalpha() and a != fields["name"] and a not in taken)
+    # the model in the device name ("NVIDIA B200" -> b200, "A100-SXM4-80GB" -> a100,
+    # "AMD Instinct MI300X" -> mi300x), not bus or form-factor words
+    model = next((t for t in re.split(r"[^a-z0-9]+", props.name.lower())
+                  if re.fullmatch(r"[a-z]+\d+[a-z]*", t) and not re.fullmatch(
+                      r"(sxm|pcie|nvl|gen|hbm|oam)\d*[a-z]*", t)), "")
+    aliases = tuple(a for a in dict.fromkeys((fields["name"].replace("_", ""), model))
+                    if a and a != fields["name"] and a not in taken)
     return Hardware(**fields, aliases=aliases,
                     description=f"{props.name}; policies measured by tools/tune.py"), False
 
@@ -1090,6 +1111,7 @@ def render_tuned(meta: dict, router: dict, scorer: dict, selector: dict, dom: di
     w("tools/tune owns this file: rerun `python3 tools/tune.py --out DIR --write-specs` on a")
     w(f"{hw.name} device instead of editing it, then `codegen regenerate`. Rows marked `measured`")
     w("carry the median µs at the bucket's representatives; the others keep the untuned defaults.")
+    w("HARDWARE's aliases and description are the exception: edit them here, a re-tune keeps them.")
     w('"""')
     w("from codegen.model import Hardware")
     w("from codegen.policy import Buckets, Rule, between")
@@ -1273,13 +1295,13 @@ def render_tuned_list(targets) -> str:
     return "\n".join(L) + "\n"
 
 
-def targets_with(name: str) -> tuple:
+def targets_with(name: str, specs_dir: str = SPECS_DIR) -> tuple:
     """The measured targets once ``name`` is one of them."""
-    have = measured_targets()
+    have = measured_targets(specs_dir)
     return have if name in have else tuple(sorted(have + (name,)))
 
 
-def check_spec_source(source: str, target: str = "sm_90") -> dict:
+def check_spec_source(source: str, target: str) -> dict:
     """Load a copy of specs/ whose tuned_<target>.py is ``source`` (listed in its tuned.py)
     through the codegen registry (the generator's own proof: disjoint, complete, feasible).
     Returns the registry."""
@@ -1299,7 +1321,7 @@ def check_spec_source(source: str, target: str = "sm_90") -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def verify_lookups(reg, router, scorer, selector, dom, target="sm_90") -> int:
+def verify_lookups(reg, router, scorer, selector, dom, target) -> int:
     """Every measured choice is what the loaded tables return at the bucket's edges."""
     from codegen.policy import lookup
 
@@ -1378,9 +1400,12 @@ def splice_tables(new_source: str, old_source: str, keep: str) -> str:
 
 
 def write_specs(tuner_or_meta, router, scorer, selector, out_dir, apply=True,
-                keep_from: str | None = None, keep: str | None = None) -> dict:
-    """Render the tuned file into out_dir (and specs/ with apply); keep_from/keep: the source
-    whose `keep` tables ("router" | "decode") replace the rendered ones (a one-section tune)."""
+                keep_from: str | None = None, keep: str | None = None,
+                specs_dir: str = SPECS_DIR) -> dict:
+    """Render the tuned file into out_dir (and specs_dir with apply); keep_from/keep: the
+    source whose `keep` tables ("router" | "decode") replace the rendered ones (a one-section
+    tune). For a new target out_dir also gets the tuned.py that lists it (copy both into
+    specs/), and apply writes it into specs_dir."""
     dom = load_domains()
     meta = tuner_or_meta
     name = meta["target"].name
@@ -1388,11 +1413,18 @@ def write_specs(tuner_or_meta, router, scorer, selector, out_dir, apply=True,
     if keep is not None:
         source = splice_tables(source, keep_from, keep)
     result = {"domains": dom.get("source"), "target": name}
+    new_target = name not in measured_targets(specs_dir)
+    # read the current list before anything is (re)written
+    listing_source = render_tuned_list(targets_with(name, specs_dir))
     if out_dir:
         copy = os.path.join(out_dir, f"tuned_{name}.py")
         with open(copy, "w", encoding="utf-8") as f:
             f.write(source)
         result["copy"] = copy
+        if new_target:
+            with open(os.path.join(out_dir, "tuned.py"), "w", encoding="utf-8") as f:
+                f.write(listing_source)
+            result["list_copy"] = os.path.join(out_dir, "tuned.py")
     try:
         reg = check_spec_source(source, name)
         result["checked_lookups"] = verify_lookups(reg, router, scorer, selector, dom, name)
@@ -1405,13 +1437,14 @@ def write_specs(tuner_or_meta, router, scorer, selector, out_dir, apply=True,
         result["verified"] = False
         result["verify_error"] = f"{type(e).__name__}: {e}"[:1000]
     if apply and result["verified"] is not False:
-        with open(spec_file(name), "w", encoding="utf-8") as f:
+        with open(spec_file(name, specs_dir), "w", encoding="utf-8") as f:
             f.write(source)
-        result["written"] = spec_file(name)
-        if name not in measured_targets():  # a new target: list it in specs/tuned.py
-            with open(TUNED_LIST, "w", encoding="utf-8") as f:
-                f.write(render_tuned_list(targets_with(name)))
-            result["listed"] = TUNED_LIST
+        result["written"] = spec_file(name, specs_dir)
+        if new_target:  # list it in specs/tuned.py
+            listing = os.path.join(specs_dir, "tuned.py")
+            with open(listing, "w", encoding="utf-8") as f:
+                f.write(listing_source)
+            result["listed"] = listing
     return result
 
 
@@ -1427,7 +1460,7 @@ def fake_measurements(seed: int, shapes, tf32x3=True, pdl=True):
         for lo, hi in ROUTER_BUCKETS:
             if rnd.random() < 0.15:
                 continue  # unmeasured: default row
-            sk = splitk_candidates(K, N, lo, hi, tf32x3=tf32x3)
+            sk = splitk_candidates(K, N, lo, hi, False, 132, tf32x3)
             if sk and rnd.random() < 0.5:
                 router[(K, N, lo, hi)] = dict(kernel="splitk", **rnd.choice(sk), worst=1.0,
                                               times={"M8 bf16": rnd.uniform(2, 9)})
@@ -1571,7 +1604,8 @@ def dry_run(tmpdir: str) -> list:
                         (v["block_m"], v["block_k"], v["num_warps"]) != want:
                     problems.append(f"router {K}x{N} {lo}-{hi}: picked {v}, want {want}")
             else:  # split-K wins: the candidate with the smallest fake time
-                best = min(fake_splitk_time(p, hi, N) for p in splitk_candidates(K, N, lo, hi))
+                best = min(fake_splitk_time(p, hi, N)
+                           for p in splitk_candidates(K, N, lo, hi, False, 132, True))
                 got = {k: v.get(k) for k in SPLITK_PARAM_ORDER}
                 if v.get("kernel") != "splitk" or fake_splitk_time(got, hi, N) != best:
                     problems.append(f"router {K}x{N} {lo}-{hi}: picked {v}, want split-K "
@@ -1656,13 +1690,12 @@ def new_targets_selftest(meta: dict, dom: dict, shapes) -> int:
             n = verify_lookups(reg, *tables, dom, hw.name)
             amd_clean = hw.vendor != "amd" or ("tf32x3=True" not in source
                                                and "pdl=True" not in source)
-            listed = f"from . import tuned_{hw.name}" in render_tuned_list(targets_with(hw.name))
             from codegen.render import render_all
 
             runtime = next(text for path, text in render_all(reg).items()
                            if path.endswith("_runtime.py"))
             detected = f'"{hw.name}": ' in runtime
-            ok = hw.name in reg.hardware and amd_clean and listed and detected
+            ok = hw.name in reg.hardware and amd_clean and detected
             common.say(f"  {'ok  ' if ok else 'FAIL'} new target {hw.name}: loads next to "
                        f"{', '.join(n for n in reg.hardware if n != hw.name)}, {n} lookups "
                        f"match, tf32x3/pdl only where supported: {amd_clean}, in the generated "
@@ -1686,6 +1719,35 @@ def new_targets_selftest(meta: dict, dom: dict, shapes) -> int:
         ok = f.read() == render_tuned_list(measured_targets())
     failures += not ok
     common.say(f"  {'ok  ' if ok else 'FAIL'} specs/tuned.py is what the tuner writes")
+    # the real writer, for a new target, into a copy of specs/: file + list entry, then load
+    from codegen import registry
+
+    hw = Hardware(name="sm_100", vendor="nvidia", capability=(10, 0), aliases=("b200",),
+                  description="NVIDIA B200 (selftest)")
+    tmp = tempfile.mkdtemp(prefix="tune_new_target_")
+    try:
+        specs_copy, out = os.path.join(tmp, "specs"), os.path.join(tmp, "out")
+        shutil.copytree(SPECS_DIR, specs_copy, ignore=shutil.ignore_patterns("__pycache__"))
+        os.makedirs(out)
+        res = write_specs(dict(meta, target=hw), *fake_measurements(3, shapes), out,
+                          apply=True, specs_dir=specs_copy)
+        listed = measured_targets(specs_copy)
+        with open(os.path.join(out, "tuned.py"), encoding="utf-8") as f:
+            same_list = f.read() == render_tuned_list(listed)
+        reg = registry.load(specs_copy)
+        ok = (res.get("verified") is True and "sm_100" in listed and "sm_90" in listed
+              and same_list and "sm_100" in reg.hardware
+              and os.path.exists(os.path.join(specs_copy, "tuned_sm_100.py")))
+        common.say(f"  {'ok  ' if ok else 'FAIL'} write_specs(apply=True) of a new target: "
+                   f"file, list {listed} (DIR copy too), loads with "
+                   f"{', '.join(reg.hardware)}")
+    except Exception as e:  # noqa: BLE001
+        ok = False
+        common.say(f"  FAIL write_specs of a new target: {type(e).__name__}: {e}")
+        traceback.print_exc()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    failures += not ok
     # which target a device tunes (fake device properties)
     for name, cap, arch, want in (("NVIDIA H200", (9, 0), None, ("sm_90", True, None)),
                                   ("NVIDIA B200", (10, 0), None,
@@ -1759,8 +1821,8 @@ def selftest() -> int:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(source)
             try:
-                reg = check_spec_source(source)
-                n = verify_lookups(reg, router, scorer, selector, dom)
+                reg = check_spec_source(source, "sm_90")
+                n = verify_lookups(reg, router, scorer, selector, dom, "sm_90")
                 extra = ""
                 try:
                     from codegen.render import render_all
@@ -1782,7 +1844,7 @@ def selftest() -> int:
         bad = good[:start] + good[good.index("\n", start) + 1:]
         assert bad != good, "selftest: gap injection did not apply"
         try:
-            check_spec_source(bad)
+            check_spec_source(bad, "sm_90")
             failures += 1
             common.say("  FAIL a table with a gap was accepted")
         except Exception as e:  # noqa: BLE001
@@ -1819,7 +1881,7 @@ def selftest() -> int:
                   and once.count(f"{SECTION_KEYS[keep]}=") == 1
                   and _split_tuned(both)[1:] == cur[1:])
             try:
-                check_spec_source(twice)
+                check_spec_source(twice, "sm_90")
             except Exception as e:  # noqa: BLE001
                 ok = False
                 common.say(f"  FAIL spliced table refused: {type(e).__name__}: {e}")
@@ -1852,6 +1914,14 @@ def main(argv=None):
             return 1
         with open(args.check_file, encoding="utf-8") as f:
             source = f.read()
+        inside = re.search(r'^HARDWARE = Hardware\(name="(\w+)"', source, re.M)
+        if not inside or inside.group(1) != named.group(1):
+            print(f"{args.check_file}: the file name says target {named.group(1)!r}, its "
+                  f"HARDWARE spec says {inside.group(1) if inside else None!r}")
+            return 1
+        if named.group(1) not in measured_targets():
+            print(f"{args.check_file}: {named.group(1)!r} is a new target: copy it into specs/ "
+                  f"together with the tuned.py written next to it")
         try:
             reg = check_spec_source(source, named.group(1))
         except Exception as e:  # noqa: BLE001
@@ -1876,9 +1946,11 @@ def main(argv=None):
     elif "router" not in sections:
         keep = "router"
     if keep and not os.path.exists(spec_file(target.name)):
-        sys.exit(f"tune.py: --sections {args.sections} keeps the {keep} tables of "
-                 f"{os.path.relpath(spec_file(target.name), ROOT)}, which does not exist yet "
-                 f"(a new target): measure every section")
+        common.say(f"tune: {os.path.relpath(spec_file(target.name), ROOT)} does not exist yet "
+                   f"(a new target): its {keep} tables start from the untuned defaults; tune "
+                   f"them next with --sections "
+                   f"{'scorer,selector' if keep == 'decode' else 'router'}")
+        keep = None
     tuner = Tuner(args, target)
     env = tuner.log["env"]
     common.say(f"tune: {env.get('device')} ({tuner.sms} SMs) = target {target.name}"
@@ -1955,6 +2027,10 @@ def print_summary(tuner, res, args):
                  + (f"; wrote {res['written']}" if res.get("written") else
                     ("; specs/ untouched (no --write-specs)" if not args.write_specs else
                      "; specs/ NOT written")))
+    if res.get("list_copy"):
+        lines.append(f"new target {res['target']}: {res['list_copy']} lists it"
+                     + (f" (written to {res['listed']})" if res.get("listed") else "")
+                     + f"; commit specs/tuned_{res['target']}.py and specs/tuned.py together")
     lines.append(f"tune wall {time.time() - tuner.t0:.0f} s")
     print("\n".join(lines), flush=True)
 
