@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import torch
 
+# the targets the reference knows (it only tells gfx950 from the others)
+HARDWARE = ("gfx950", "sm_90", "generic")
+
 # §8.1 balanced scorer
 DECODE_SCORE_BALANCED_PROGRAM_BUDGET = 1024
 DECODE_SCORE_HIGH_BATCH_PROGRAM_BUDGET = 768
