@@ -455,6 +455,21 @@ def pow2ceil(x: int) -> int:
     return 1 if x <= 1 else 1 << (int(x) - 1).bit_length()
 
 
+def int_list(text: str) -> tuple:
+    """Command-line "8,16,32" -> (8, 16, 32)."""
+    return tuple(int(v) for v in text.split(","))
+
+
+def int_groups(text: str) -> tuple:
+    """Command-line "11:131072:1,16:131072:4" -> ((11, 131072, 1), (16, 131072, 4))."""
+    return tuple(tuple(int(v) for v in item.split(":")) for item in text.split(","))
+
+
+def tb_per_s(nbytes: int, time_us: float, empty_us: float) -> float:
+    """Read rate of ``nbytes`` over the time beyond the empty kernel's (launch floor), TB/s."""
+    return nbytes / ((time_us - empty_us) * 1e-6) / 1e12 if time_us > empty_us else math.nan
+
+
 def fmt_us(x) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"

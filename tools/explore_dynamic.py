@@ -75,18 +75,16 @@ def launch_dynamic(q, cache, table, seq, scores, Q, max_block, *, programs, unit
         H=H, D=D, BLOCK_SIZE_Q=bq, LANES=lanes, num_warps=num_warps, num_stages=num_stages)
 
 
-def _ints(text, sep=","):
-    return tuple(int(v) for v in text.split(sep))
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenarios", default="11:131072:1,16:131072:4",
-                   type=lambda t: tuple(_ints(i, ":") for i in t.split(",")))
-    p.add_argument("--units", type=_ints, default=(2, 4, 8), help="blocks per work unit")
-    p.add_argument("--per-sm", type=_ints, default=(3, 4), help="resident programs per SM")
+                   type=common.int_groups)
+    p.add_argument("--units", type=common.int_list, default=(2, 4, 8),
+                   help="blocks per work unit")
+    p.add_argument("--per-sm", type=common.int_list, default=(3, 4),
+                   help="resident programs per SM")
     p.add_argument("--options", default=((4, 2), (4, 3)),
-                   type=lambda t: tuple(_ints(i, ":") for i in t.split(",")),
+                   type=common.int_groups,
                    help="num_warps:num_stages,...")
     p.add_argument("--split", default="512:4:2", help="reference split scorer chunks:warps:stages")
     args = p.parse_args(argv)
@@ -94,7 +92,7 @@ def main(argv=None):
     empty = common.empty_kernel_us()["median_us"]
     print(f"empty kernel {empty:.2f} µs, {sms} SMs", flush=True)
     work = torch.zeros(2, dtype=torch.int32, device="cuda")
-    chunks, sw, ss = _ints(args.split, ":")
+    ((chunks, sw, ss),) = common.int_groups(args.split)
     for R, ctx, Q in args.scenarios:
         sc = bench.Scenario(R, ctx, Q)
         inp = bench.make_decode_inputs(sc, "cuda")
@@ -107,7 +105,7 @@ def main(argv=None):
             q, cache, table, seq, ref, bench.INIT_BLOCKS, bench.LOCAL_BLOCKS, Q, Q,
             num_kv_chunks=chunks, num_warps=sw, num_stages=ss), reps=30)["median_us"]
         print(f"{sc.name}: split c{chunks} w{sw} s{ss} {t:7.2f} µs "
-              f"({nbytes / ((t - empty) * 1e-6) / 1e12:.2f} TB/s after the empty kernel)",
+              f"({common.tb_per_s(nbytes, t, empty):.2f} TB/s after the empty kernel)",
               flush=True)
         for unit in args.units:
             for k in args.per_sm:
@@ -125,7 +123,7 @@ def main(argv=None):
                         continue
                     same = torch.equal(got, ref) and int(work.abs().sum()) == 0
                     print(f"  dynamic u{unit} {k}/SM w{w} s{s}: {td:7.2f} µs ({td - t:+.2f}; "
-                          f"{nbytes / ((td - empty) * 1e-6) / 1e12:.2f} TB/s) "
+                          f"{common.tb_per_s(nbytes, td, empty):.2f} TB/s) "
                           f"{'bitwise same' if same else 'DIFFERENT'}", flush=True)
                     del got
         del inp, ref

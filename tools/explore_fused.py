@@ -17,17 +17,13 @@ import bench  # noqa: E402
 import common  # noqa: E402
 
 
-def _ints(text, sep=","):
-    return tuple(int(v) for v in text.split(sep))
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenarios", default="11:131072:1,16:131072:4",
-                   type=lambda t: tuple(_ints(i, ":") for i in t.split(",")))
-    p.add_argument("--chunks", type=_ints, default=(128, 256, 512))
+                   type=common.int_groups)
+    p.add_argument("--chunks", type=common.int_list, default=(128, 256, 512))
     p.add_argument("--options", default=((4, 2), (8, 2)),
-                   type=lambda t: tuple(_ints(i, ":") for i in t.split(",")),
+                   type=common.int_groups,
                    help="num_warps:num_stages,...")
     args = p.parse_args(argv)
     common.setup(False)

@@ -43,18 +43,14 @@ BALANCED_K = (1, 2, 4, 8)  # program budget = k × 132 SMs
 BALANCED_OPTIONS = ((4, 2), (4, 3), (8, 3))
 
 
-def _ints(text, sep=","):
-    return tuple(int(v) for v in text.split(sep))
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--scenarios", type=lambda t: tuple(_ints(i, ":") for i in t.split(",")),
+    p.add_argument("--scenarios", type=common.int_groups,
                    default=SCENARIOS, help="R:CONTEXT:Q,... (uniform lengths)")
-    p.add_argument("--chunks", type=_ints, default=SPLIT_CHUNKS, help="split kv_chunks")
-    p.add_argument("--options", type=lambda t: tuple(_ints(i, ":") for i in t.split(",")),
+    p.add_argument("--chunks", type=common.int_list, default=SPLIT_CHUNKS, help="split kv_chunks")
+    p.add_argument("--options", type=common.int_groups,
                    default=None, help="num_warps:num_stages,... for both scorers")
-    p.add_argument("--balanced-k", type=_ints, default=BALANCED_K,
+    p.add_argument("--balanced-k", type=common.int_list, default=BALANCED_K,
                    help="balanced program budgets as multiples of 132")
     p.add_argument("--no-selector", action="store_true", help="scorers only")
     return p.parse_args(argv)
@@ -94,7 +90,7 @@ def main(argv=None):
             except Exception as e:  # noqa: BLE001
                 print(f"  R{R} {ctx // 1024}k Q{Q} {kind} {n} w{w} s{s}: ERROR {e}", flush=True)
                 continue
-            tbs = nbytes / ((t - empty) * 1e-6) / 1e12 if t > empty else float("nan")
+            tbs = common.tb_per_s(nbytes, t, empty)
             print(f"  R{R} {ctx // 1024}k Q{Q} {kind:8s} {n:5d} w{w} s{s}: {t:7.2f} µs "
                   f"({tbs:.2f} TB/s after the empty-kernel time)", flush=True)
             if best is None or t < best[0]:

@@ -42,14 +42,10 @@ def profile_router(torch, generated):
 
 
 def parse_scenarios(text: str) -> list:
-    out = []
-    for item in text.split(","):
-        try:
-            r, ctx, q = (int(v) for v in item.split(":"))
-        except ValueError:
-            raise SystemExit(f"--decode: items are R:CONTEXT:Q, got {item!r}") from None
-        out.append(bench.Scenario(r, ctx, q))
-    return out
+    try:
+        return [bench.Scenario(r, ctx, q) for r, ctx, q in common.int_groups(text)]
+    except ValueError:
+        raise SystemExit(f"--decode: items are R:CONTEXT:Q, got {text!r}") from None
 
 
 def main(argv=None):
