@@ -242,14 +242,16 @@ def test_fused_row_falls_back_to_two_kernels_when_topk_exceeds_the_tile():
 
 
 def _count_fused_launches(monkeypatch):
+    """Plans that prepare the single launch (each call below is a new key: plans cleared)."""
     calls = []
-    real = decode_indexer.launch_index_fused
+    real = decode_indexer.prepare_index_fused
 
     def spy(*args, **kwargs):
         calls.append(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(decode_indexer, "launch_index_fused", spy)
+    monkeypatch.setattr(decode_indexer, "prepare_index_fused", spy)
+    decode_indexer._rt.clear_plans()
     return calls
 
 

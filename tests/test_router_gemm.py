@@ -131,8 +131,9 @@ KERNEL_ATTRS = {"_router_gemm_kernel": "per_expert", "_router_gemm_splitk_kernel
 class KernelSpy:
     """Stands in for the module's Triton kernels: records each launch, then runs it.
 
-    ``calls`` holds (grid, kwargs) of every launch of either kernel, ``kinds`` the kernel
-    kind ("per_expert" | "splitk") of each."""
+    ``calls`` holds (grid, kwargs) of every launch of either kernel (the grid without
+    trailing 1s; every argument by name, positional ones included), ``kinds`` the kernel kind
+    ("per_expert" | "splitk") of each."""
 
     def __init__(self):
         self.calls = []
@@ -146,7 +147,10 @@ class KernelSpy:
                 launcher = kernel[grid]
 
                 def run(*args, **kwargs):
-                    spy.calls.append((tuple(grid), dict(kwargs)))
+                    dims = tuple(grid)
+                    while len(dims) > 1 and dims[-1] == 1:
+                        dims = dims[:-1]
+                    spy.calls.append((dims, {**dict(zip(kernel.arg_names, args)), **kwargs}))
                     spy.kinds.append(kind)
                     return launcher(*args, **kwargs)
 
@@ -165,7 +169,9 @@ def kernel_spy(monkeypatch):
     spy = KernelSpy()
     for attr, kind in KERNEL_ATTRS.items():
         monkeypatch.setattr(_mod, attr, spy.wrap(getattr(_mod, attr), kind))
-    return spy
+    _rt.clear_plans()  # cached plans hold the real kernels
+    yield spy
+    _rt.clear_plans()
 
 
 @pytest.fixture
@@ -182,6 +188,9 @@ def no_linear(monkeypatch):
 def no_kernel(monkeypatch):
     for attr in KERNEL_ATTRS:
         monkeypatch.setattr(_mod, attr, _NoKernel())
+    _rt.clear_plans()
+    yield
+    _rt.clear_plans()
 
 
 @pytest.fixture
@@ -365,7 +374,7 @@ def test_validation_rejects(case, no_kernel):
     build, fragments = REJECTIONS[case]
     x, w = build()
     assert not can_use_router_gemm(x, w)
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(TypeError if case.endswith("not_tensor") else ValueError) as info:
         router_gemm(x, w)
     message = str(info.value)
     for fragment in fragments:

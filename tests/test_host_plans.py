@@ -1,0 +1,201 @@
+"""Host path (issue 13): one plan per call key, validated once, every rejection on every call.
+
+The key holds every property validation and Triton's specialization read (device, dtype,
+shape, strides, 16-byte alignment, scalars, forced hardware); any change is a new plan. GPU
+tests: warm-up leaves nothing to compile, plans under CUDA graphs and on two streams.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import generated
+from generated import _runtime as _rt
+from generated import decode_indexer, moe_router
+from decode_inputs import DEVICE, make_decode_inputs
+
+HAS_CUDA = torch.cuda.is_available()
+gpu = pytest.mark.gpu
+Q = 2
+
+
+def _decode_kwargs(seed=0, lens=(130, 301, 0)):
+    inputs, attn, _ = make_decode_inputs(1, Q, list(lens), seed=seed, attention_table=True)
+    total_q = len(lens) * Q
+    return dict(inputs, topk=8, init_blocks=0, local_blocks=1, num_kv_heads=1,
+                decode_query_len=Q, max_decode_query_len=Q, attention_block_table=attn,
+                block_page_stride=8,
+                sparse_block_table_out=torch.full((total_q, 64), -5, dtype=torch.int32,
+                                                  device=DEVICE),
+                sparse_context_lens_out=torch.full((total_q,), -5, dtype=torch.int32,
+                                                   device=DEVICE))
+
+
+def _misaligned_copy(t):
+    """Same values, data pointer 4 bytes past a 16-byte boundary (a storage offset)."""
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    view = flat[1:].view(t.shape)
+    view.copy_(t)
+    assert view.data_ptr() % 16 != 0
+    return view
+
+
+def test_repeated_call_reuses_its_plan():
+    _rt.clear_plans()
+    kw = _decode_kwargs()
+    first = generated.index_decode(**kw).clone()
+    assert len(decode_indexer._DECODE_PLANS) == 1
+    plan = next(iter(decode_indexer._DECODE_PLANS.values()))
+    kw["seq_lens"] = kw["seq_lens"].flip(0).contiguous()  # other values, same key
+    generated.index_decode(**kw)
+    kw["seq_lens"] = kw["seq_lens"].flip(0).contiguous()
+    again = generated.index_decode(**kw)
+    assert len(decode_indexer._DECODE_PLANS) == 1
+    assert next(iter(decode_indexer._DECODE_PLANS.values())) is plan
+    assert torch.equal(first, again)
+
+
+@pytest.mark.parametrize("change", ["dtype", "shape", "stride", "alignment", "scalar",
+                                    "hardware"])
+def test_any_change_is_a_new_key(change):
+    _rt.clear_plans()
+    kw = _decode_kwargs(seed=1)
+    want = generated.index_decode(**kw).clone()
+    before = len(decode_indexer._DECODE_PLANS)
+    if change == "dtype":
+        kw["idx_q"] = kw["idx_q"].to(torch.float16)
+        kw["index_kv_cache"] = kw["index_kv_cache"].to(torch.float16)
+    elif change == "shape":
+        kw["block_table"] = torch.cat([kw["block_table"], kw["block_table"][:, :1]], dim=1)
+    elif change == "stride":
+        kw["seq_lens"] = torch.stack([kw["seq_lens"], kw["seq_lens"]], dim=1)[:, 0]
+    elif change == "alignment":
+        kw["seq_lens"] = _misaligned_copy(kw["seq_lens"])
+    elif change == "scalar":
+        kw["max_seq_len"] = kw["max_seq_len"] - 1
+    else:
+        kw["hardware"] = "gfx950"
+    got = generated.index_decode(**kw)
+    assert len(decode_indexer._DECODE_PLANS) == before + 1
+    if change != "dtype":  # fp16 values differ from bf16 ones
+        assert torch.equal(got, want)
+
+
+def test_rejections_raise_on_every_call_and_are_never_cached():
+    _rt.clear_plans()
+    kw = _decode_kwargs(seed=2)
+    generated.index_decode(**kw)
+    bad = [("seq_lens", kw["seq_lens"].long()),  # dtype
+           ("block_table", kw["block_table"].t().contiguous().t()),  # column stride
+           ("topk", 4.0), ("topk", 0), ("completion_counter",
+                                        torch.zeros((1, 1), dtype=torch.int32, device=DEVICE)),
+           ("out", torch.zeros((1, 9, 8), dtype=torch.int32, device=DEVICE)[:, ::2])]
+    for name, value in bad:
+        for _ in range(3):
+            with pytest.raises((TypeError, ValueError)) as info:
+                generated.index_decode(**{**kw, name: value})
+            assert str(info.value).startswith(name + ":"), str(info.value)
+    assert len(decode_indexer._DECODE_PLANS) == 1
+
+
+def test_router_plans():
+    _rt.clear_plans()
+    w = torch.randn((8, 4096), device=DEVICE)
+    x = torch.randn((3, 4096), device=DEVICE).bfloat16()
+    a = generated.router_gemm(x, w)
+    b = generated.router_gemm(x.clone(), w)
+    assert len(moe_router._PLANS) == 1 and torch.equal(a, b)
+    generated.router_gemm(x.float(), w)  # dtype: new key
+    generated.router_gemm(x[:2], w)  # shape: new key
+    assert len(moe_router._PLANS) == 3
+    for _ in range(2):
+        with pytest.raises(ValueError, match="^hidden_states: must be contiguous"):
+            generated.router_gemm(torch.randn((4096, 3), device=DEVICE).t(), w)
+    assert len(moe_router._PLANS) == 3
+    # router_logits: eager path chosen once per key, the custom op under torch.compile
+    torch.testing.assert_close(generated.router_logits(x, w), a, rtol=0, atol=5e-4)
+    torch.testing.assert_close(torch.ops.kspec.router_logits(x, w), a, rtol=0, atol=5e-4)
+
+
+def test_warmup_enumerates_a_small_domain_on_the_interpreter():
+    if HAS_CUDA:
+        pytest.skip("GPU: see test_gpu_warmup_leaves_nothing_to_compile")
+    result = generated.warmup("cpu", quick=True, num_heads=(1,), max_decode_query_lens=(1,),
+                              num_reqs=(1,), max_seq_lens=(128,), sparse_table=(None,),
+                              router_shapes=((4096, 8),), router_dtypes=("fp32",),
+                              num_tokens=(1, 2), progress=False)
+    assert result["hardware"] == "generic" and result["calls"] >= 3
+
+
+# ---- GPU -----------------------------------------------------------------------------------
+
+@gpu
+def test_gpu_warmup_leaves_nothing_to_compile():
+    from generated.warmup import _compiled_count
+
+    domain = dict(quick=True, num_heads=(1, 2), max_decode_query_lens=(1, 4), num_reqs=(1, 5, 16),
+                  max_seq_lens=(8192, 32768), router_shapes=((6144, 128),),
+                  num_tokens=(1, 4, 8, 16, 32))
+    result = generated.warmup(**domain, progress=False)
+    assert result["calls"] > 0
+    before = _compiled_count()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for H, Qmax, Q, R, ctx in ((1, 4, 4, 5, 8000), (2, 1, 1, 16, 30000), (1, 1, 1, 1, 100)):
+        pages = R * (ctx // 128 + 1)
+        cache = torch.randn((pages, 128, 128), device="cuda", generator=g).bfloat16()
+        table = torch.randperm(pages, device="cuda", generator=g).int().view(R, -1)
+        wide = torch.zeros((R, 300), dtype=torch.int32, device="cuda")  # another table width
+        wide[:, :table.shape[1]] = table
+        max_seq_len = 8192 if ctx <= 8192 else 32768
+        q = torch.randn((R * Q, H, 128), device="cuda", generator=g).bfloat16()
+        lens = torch.full((R,), ctx, dtype=torch.int32, device="cuda")
+        out = torch.empty((H, R * Q + 7, 16), dtype=torch.int32, device="cuda")
+        counter = torch.zeros((H, 64), dtype=torch.int32, device="cuda")
+        generated.index_decode(q, cache, wide, lens, max_seq_len, 16, 0, 1, H, Q, Qmax, out,
+                               completion_counter=counter)
+    for M in (1, 4, 8, 16, 32):
+        generated.router_gemm(torch.randn((M, 6144), device="cuda").bfloat16(),
+                              torch.randn((128, 6144), device="cuda"))
+    torch.cuda.synchronize()
+    assert _compiled_count() == before
+
+
+@gpu
+def test_gpu_plans_under_graphs_and_two_streams():
+    _rt.clear_plans()
+    kw = _decode_kwargs(seed=4, lens=(900, 4000, 0, 77))
+    total_q = 4 * Q
+    kw["out"] = torch.full((1, total_q, 8), -3, dtype=torch.int32, device="cuda")
+    kw["completion_counter"] = torch.zeros((1, total_q), dtype=torch.int32, device="cuda")
+    eager = generated.index_decode(**kw).clone()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        generated.index_decode(**kw)  # warm the plan on this stream
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph, stream=stream):
+            generated.index_decode(**kw)
+    kw["out"].fill_(-3)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(kw["out"], eager)
+    # the same key from two streams at once: separate outputs and counters, same plan
+    outs = []
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for s in streams:
+        s.wait_stream(torch.cuda.current_stream())
+    for s in streams:
+        with torch.cuda.stream(s):
+            o = torch.full_like(kw["out"], -3)
+            c = torch.zeros_like(kw["completion_counter"])
+            for _ in range(20):
+                generated.index_decode(**{**kw, "out": o, "completion_counter": c,
+                                          "sparse_block_table_out": kw["sparse_block_table_out"]
+                                          .clone(),
+                                          "sparse_context_lens_out": kw["sparse_context_lens_out"]
+                                          .clone()})
+            outs.append((o, c))
+    torch.cuda.synchronize()
+    for o, c in outs:
+        assert torch.equal(o, eager) and int(c.abs().sum()) == 0

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Host cost per eager call of every public entry (issue 13), on a CUDA device.
+
+    python3 tools/hostcost.py [--out DIR] [--calls 300]
+
+Method: the GPU is first given a long `torch.cuda._sleep`, so launches never wait for a full
+queue; then each call is timed alone with a host clock (median of --calls, ≥ 300). That is
+the Python + launch cost a caller pays per call, whatever the kernels' GPU time. Beside our
+entries: `F.linear(x.float(), w)` on the same router shapes and an empty Triton kernel launched
+through the JIT. Prints a table with the targets and writes DIR/hostcost.json.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (tools/common.py)
+
+# (R, context, Q) of the decode rows; (K, N, M, x dtype) of the router rows (issue 13)
+DECODE = ((1, 8192, 4), (16, 131072, 4))
+ROUTER = ((6144, 128, 1, "bf16"), (3072, 256, 8, "bf16"))
+SLEEP_CYCLES = 2_000_000_000  # ~1 s of GPU time: longer than the timed calls
+
+
+def host_us(fn, calls: int) -> float:
+    """Median host µs of ``fn()`` while the GPU is busy (no launch waits on the queue)."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    samples = []
+    while len(samples) < calls:
+        torch.cuda._sleep(SLEEP_CYCLES)
+        for _ in range(min(100, calls - len(samples))):  # ≤ 100 calls per sleep: queue room
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def decode_fns(generated, R, ctx, Q):
+    import bench
+
+    sc = bench.Scenario(R, ctx, Q)
+    inp = bench.make_decode_inputs(sc, "cuda")
+    decode = bench.ours_fn(generated, sc, inp, None)
+
+    def scores():
+        return generated.index_decode_scores(inp["idx_q"], inp["cache"], inp["block_table"],
+                                             inp["seq_lens"], sc.max_seq_len, bench.INIT_BLOCKS,
+                                             bench.LOCAL_BLOCKS, Q, Q)
+    return sc.name.replace("  ", " "), decode, scores, inp
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=None)
+    p.add_argument("--calls", type=int, default=300)
+    args = p.parse_args(argv)
+    common.setup(smoke=False)
+    import torch
+    import torch.nn.functional as F
+
+    import generated
+
+    rows, results = [], {}
+
+    def record(name, us, target=None):
+        results[name] = {"host_us": round(us, 2), "target_us": target}
+        rows.append((name, us, target))
+
+    dummy = torch.zeros(16, dtype=torch.int32, device="cuda")
+    record("empty Triton kernel (JIT launch)", host_us(lambda: common.launch_empty(dummy),
+                                                       args.calls))
+    for R, ctx, Q in DECODE:
+        name, decode, scores, inp = decode_fns(generated, R, ctx, Q)
+        record(f"index_decode {name} +table", host_us(decode, args.calls), 60.0)
+        record(f"index_decode_scores {name}", host_us(scores, args.calls), 30.0)
+        del inp
+        common.free_memory()
+    for K, N, M, dt in ROUTER:
+        x = torch.randn((M, K), device="cuda").to(getattr(torch, {"bf16": "bfloat16",
+                                                                   "fp32": "float32"}[dt]))
+        w = torch.randn((N, K), device="cuda")
+        lin = host_us(lambda: F.linear(x.float(), w), args.calls)
+        gemm = host_us(lambda: generated.router_gemm(x, w), args.calls)
+        logits = host_us(lambda: generated.router_logits(x, w), args.calls)
+        record(f"F.linear(x.float(), w) ({K},{N}) M{M} {dt}", lin)
+        record(f"router_gemm ({K},{N}) M{M} {dt}", gemm, lin)
+        record(f"router_logits ({K},{N}) M{M} {dt}", logits, gemm + 5.0)
+    print(f"\n{'entry (eager, host µs per call, median of ' + str(args.calls) + ')':60s}"
+          f"{'µs':>9s}  target")
+    for name, us, target in rows:
+        verdict = "" if target is None else \
+            f"≤ {target:.1f} {'PASS' if us <= target else 'FAIL'}"
+        print(f"{name:60s}{us:9.2f}  {verdict}")
+    if args.out:
+        common.write_json(os.path.join(args.out, "hostcost.json"),
+                          {"env": common.env_info(), "calls": args.calls, "rows": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
