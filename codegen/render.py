@@ -223,8 +223,9 @@ def artifacts(reg: Registry) -> list[Artifact]:
                 for v in reg.variants.values()]
     out.append(Artifact(path="_interpreter.py", template="interpreter.py.j2", specs=(),
                         context={}))
-    out.append(Artifact(path="warmup.py", template="warmup.py.j2", specs=(), context={}))
-    exports.append(("warmup", ("warmup",)))
+    out.append(Artifact(path="precompile.py", template="precompile.py.j2", specs=(),
+                        context={}))
+    exports.append(("precompile", ("warmup",)))
     out.append(Artifact(path="DISPATCH.md", template="DISPATCH.md.j2", specs=policy_specs,
                         context={"policies": policies, "variants": variants}))
     out.append(Artifact(path="__init__.py", template="__init__.py.j2",

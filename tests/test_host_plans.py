@@ -131,7 +131,7 @@ def test_warmup_enumerates_a_small_domain_on_the_interpreter():
 
 @gpu
 def test_gpu_warmup_leaves_nothing_to_compile():
-    from generated.warmup import _compiled_count
+    from generated.precompile import _compiled_count
 
     domain = dict(quick=True, num_heads=(1, 2), max_decode_query_lens=(1, 4), num_reqs=(1, 5, 16),
                   max_seq_lens=(8192, 32768), router_shapes=((6144, 128),),
