@@ -11,8 +11,9 @@ reviews as a row-by-row diff)::
     {
       "format": "kspec-measured-target/1",
       "hardware": {"name": "sm_90", "vendor": "nvidia", "capability": [9, 0], ...},
-      "provenance": {"runs": {LABEL: {date, device, driver, torch, triton, command, ...}},
-                     "sections": {"router": {...}, "decode": {...}}},
+      "provenance": {"runs": {LABEL: {date, device, driver, torch, triton, command,
+                                      state, machine, ...}},
+                     "tunes": [{date, command, sections, runs, rule, ...}, ...]},
       "router_gemm": [
         {"shape": [6144, 128], "num_tokens": [2, 4], "kernel": "per_expert", "params": {...},
          "source": "measured", "measured": {"winner": {"us": {REP: {LABEL: µs}}}, ...}},
@@ -24,8 +25,9 @@ reviews as a row-by-row diff)::
 
 Ranges are inclusive ``[lo, hi]`` (``hi`` null: unbounded). A row whose bucket was never
 measured says so (``"source": "default"``, no ``measured``). ``measured.*.us`` maps each
-representative (``"M8 fp32"``, ``"R64 Q1 mb1024"``) to its µs per run label, and every label
-is described in ``provenance.runs``.
+representative (``"M8 fp32"``, ``"R64 Q1 mb1024"``) to its µs per run label; every label is
+described in ``provenance.runs`` (one process on one machine in one state), and every tune
+(one choice over several runs, for the router and/or decode section) in ``provenance.tunes``.
 
 Loading checks the structure and the rows' tiling and turns every row into a :class:`Row`
 whose ``loc`` is ``file:line (table row target: bucket)``; specs build dispatch rules from the
@@ -126,6 +128,12 @@ class MeasuredTarget:
                             f"router on a {self.name} device (README: How to add a router "
                             f"weight shape)")
         return rows
+
+
+def is_measured(hardware: Hardware) -> bool:
+    """Whether a Hardware spec comes from a data file (a measured target) rather than from
+    hand-written specs (gfx950's upstream tables, generic)."""
+    return hardware.loc is not None and str(hardware.loc.file).endswith(".json")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,9 +374,15 @@ def loads(text: str, path: str) -> MeasuredTarget:
                                          f"{hardware.name}.json", hw_loc.row)
     prov = data["provenance"]
     if not (isinstance(prov, dict) and isinstance(prov.get("runs"), dict)
-            and isinstance(prov.get("sections"), dict)):
+            and isinstance(prov.get("tunes"), list)):
         f.fail(data.key_lines["provenance"], "provenance",
-               "must be an object with 'runs' (label → run facts) and 'sections'")
+               "must be an object with 'runs' (label → run facts) and 'tunes' (a list)")
+    for tune in prov["tunes"]:
+        if not (isinstance(tune, dict) and isinstance(tune.get("sections"), list)
+                and all(r in prov["runs"] for r in tune.get("runs", ()))):
+            f.fail(getattr(tune, "line", data.key_lines["provenance"]), "provenance.tunes",
+                   "each tune names its 'sections' and the 'runs' (described in "
+                   "provenance.runs) it chose from")
     tables = {}
     for table in TABLES:
         rows = data[table]
@@ -435,8 +449,28 @@ def row_at(loc: Location) -> dict | None:
 # Writing
 
 
+# Inside a row, these keys come first in this order (the decision before its evidence); any
+# other key follows in natural order ("M2 bf16" before "M16 bf16").
+KEY_ORDER = ("rule", "noise", "winner", "runner_up", "kernel", "variant", "params", "worst",
+             "us")
+
+
+def _natural(k: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", k))
+
+
+def _ordered(value):
+    if isinstance(value, dict):
+        first = [k for k in KEY_ORDER if k in value]
+        rest = sorted((k for k in value if k not in KEY_ORDER), key=_natural)
+        return {k: _ordered(value[k]) for k in first + rest}
+    if isinstance(value, (list, tuple)):
+        return [_ordered(v) for v in value]
+    return value
+
+
 def _compact(value) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+    return json.dumps(_ordered(value), ensure_ascii=False, separators=(", ", ": "))
 
 
 def _row_text(table: str, row: dict) -> str:

@@ -27,11 +27,16 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (tools/common.py)
 
-D = 128
-TOPK = 16
+sys.path.insert(0, common.ROOT)
+from specs.index_decode import CONSTANTS, MEASURED_SCORE, MEASURED_TOPK  # noqa: E402
+
+# The decode shape the measured tables are tuned for, and the kernels' sparse block size
+# (specs/index_decode.py; the tuner measures the same shape).
+D = MEASURED_SCORE["head_dim"]
+TOPK = MEASURED_TOPK
+BLOCK = dict(CONSTANTS)["SPARSE_BLOCK_SIZE"]
 INIT_BLOCKS = 0
 LOCAL_BLOCKS = 1
-BLOCK = 128
 SPARE_PAGES = 16
 TORCH_MEMORY_LIMIT = 20e9
 
@@ -45,7 +50,15 @@ DECODE_TARGETS = {
     (16, 131072, 4, True): 62.0,
 }
 
-ROUTER_M = (1, 4, 8, 16, 32)
+
+
+def router_token_counts(max_tokens: int, quick: bool = False) -> tuple:
+    """M values timed per router shape: 1, then powers of two from 4 up to the generated
+    kernels' MAX_TOKENS (the router family's token cap); --quick: 1, 8 and the cap."""
+    if quick:
+        return (1, 8, max_tokens)
+    return (1,) + tuple(1 << k for k in range(2, max_tokens.bit_length()))
+
 # dependent cold loads timed for the latency line (page id -> K tile is two)
 LOAD_HOPS = (1, 2, 3)
 
@@ -59,6 +72,8 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=None, help="timed replays per op (default 30)")
     p.add_argument("--skip-decode", action="store_true")
     p.add_argument("--skip-router", action="store_true")
+    p.add_argument("--decode-limit", type=int, default=None, metavar="N",
+                   help="only the first N decode scenarios (tools/tune's 'used' state)")
     return p.parse_args(argv)
 
 
@@ -249,7 +264,7 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
     import torch
 
     results = []
-    scenarios = decode_scenarios(args.quick, args.smoke)
+    scenarios = decode_scenarios(args.quick, args.smoke)[:args.decode_limit]
     policies = decode_policies(hw_detected)
     common.say(f"== decode indexer: {len(scenarios)} scenarios × {len(policies)} policies "
                f"({', '.join(policies)}) + torch")
@@ -352,13 +367,12 @@ def run_router(args, generated, device, bw, empty_us, reps):
     import torch.nn.functional as F
 
     shapes = sorted(generated.ROUTER_GEMM_SHAPES)
-    ms = ROUTER_M
+    ms = router_token_counts(generated.moe_router.MAX_TOKENS, args.quick)
     dtypes = (torch.bfloat16, torch.float32)
     if args.smoke:
         shapes, ms = [(4096, 8)], (1, 4)
     elif args.quick:
         shapes = [s for s in shapes if s in ((6144, 128), (3072, 256))] or shapes[:2]
-        ms = (1, 8, 32)
     common.say(f"== router GEMM: {len(shapes)} shapes × M {list(ms)} × x bf16/fp32")
     results = []
     g = torch.Generator(device=device).manual_seed(5)

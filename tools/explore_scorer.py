@@ -15,13 +15,14 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402  (the measured decode shape: D, BLOCK, TOPK)
 import common  # noqa: E402
 
 import generated  # noqa: E402
 from generated import index_score as isc  # noqa: E402
 from generated import index_topk as itk  # noqa: E402
 
-D, BLOCK, TOPK = 128, 128, 16
+D, BLOCK, TOPK = bench.D, bench.BLOCK, bench.TOPK
 
 
 def inputs(R, ctx, Q):
