@@ -349,6 +349,16 @@ def test_within_noise_the_simpler_candidate_is_kept(sm90):
         assert m["noise"] == (0.01 if not spread else round(2 * 0.03, 4))
 
 
+def test_run_labels_stay_unique_across_tunes():
+    run = {"run": {"state": "fresh", "machine": "GPU-a", "date": "d2"}}
+    assert choose.run_labels([run, run]) == ["fresh@GPU-a", "fresh@GPU-a#2"]
+    # the data file already holds an older fresh@GPU-a: the new run gets its own label, the
+    # same run chosen again keeps its label
+    older = {"fresh@GPU-a": {"state": "fresh", "machine": "GPU-a", "date": "d1"}}
+    assert choose.run_labels([run], older) == ["fresh@GPU-a#2"]
+    assert choose.run_labels([run], {"fresh@GPU-a": run["run"]}) == ["fresh@GPU-a"]
+
+
 def test_simpler_means_default_then_kernel_then_features_then_grid():
     d = ("index_score_split", {"kv_chunks": 8, "static_chunks": False, "num_warps": None})
     cands = [("index_decode_fused", {"kv_chunks": 8}),

@@ -171,12 +171,12 @@ def choose(args, argv, say=common.say) -> int:
     hw = reg.hardware.get(name) or target.hardware_from(runs[0]["target"]["hardware"])
     space = Space(reg, hw, runs[0]["run"]["sms"] or 132)
     noise = choose_mod.NOISE_FLOOR if args.noise is None else args.noise
-    rows, report, labels = choose_mod.choose(runs, space, noise)
+    path = write.data_file(name, args.specs)
+    data = measured.read(path) if os.path.exists(path) else write.skeleton(space, hw)
+    rows, report, labels = choose_mod.choose(runs, space, noise, data["provenance"]["runs"])
     say(f"tune choose: target {name}; runs " + ", ".join(labels))
     for line in report:
         say(line)
-    path = write.data_file(name, args.specs)
-    data = measured.read(path) if os.path.exists(path) else write.skeleton(space, hw)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     command = "python3 -m tools.tune choose " + " ".join(
         os.path.basename(a) if a in args.runs else a for a in argv[1:])

@@ -49,13 +49,18 @@ def simplicity(cand, default) -> tuple:
             params.get("num_warps") or 0, params.get("num_stages") or 0)
 
 
-def run_labels(runs) -> list:
-    """One label per run: state@machine, numbered when two runs share one."""
-    labels, seen = [], {}
+def run_labels(runs, existing=None) -> list:
+    """One label per run: state@machine, numbered (#2, #3, ...) when another run of this batch
+    or a different run already described in the data file (``existing``: label -> run facts)
+    holds it; the same run chosen again keeps its label."""
+    existing, labels = dict(existing or {}), []
     for run in runs:
         base = f"{run['run']['state']}@{run['run']['machine']}"
-        seen[base] = seen.get(base, 0) + 1
-        labels.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
+        label, n = base, 1
+        while label in labels or (label in existing and existing[label] != run["run"]):
+            n += 1
+            label = f"{base}#{n}"
+        labels.append(label)
     return labels
 
 
@@ -140,9 +145,10 @@ def _as_bucket(bucket) -> dict:
     return {a: tuple(v) for a, v in bucket.items()}
 
 
-def choose(runs, space, noise_floor=NOISE_FLOOR):
-    """(rows, report lines, labels): the chosen rows of every bucket the runs measured."""
-    labels = run_labels(runs)
+def choose(runs, space, noise_floor=NOISE_FLOOR, existing=None):
+    """(rows, report lines, labels): the chosen rows of every bucket the runs measured;
+    ``existing``: the data file's provenance.runs (labels stay unique across tunes)."""
+    labels = run_labels(runs, existing)
     sections = {label: set(run["sections"]) for run, label in zip(runs, labels)}
     rows, report = [], []
     for entry in sorted(merge(runs, labels).values(),

@@ -122,10 +122,13 @@ def update(data: dict, rows: list, runs: list, labels: list, command: str, date:
         if label in used:
             prov["runs"][label] = run["run"]
     if rows:
-        prov["tunes"].append({"date": date, "command": command, "rule": RULE,
-                              "sections": sorted({SECTION[t] for t, c in by_table.items() if c}),
-                              "runs": [lb for lb in labels if lb in used],
-                              "noise_floor": noise_floor, "rows": len(rows)})
+        tune = {"date": date, "command": command, "rule": RULE,
+                "sections": sorted({SECTION[t] for t, c in by_table.items() if c}),
+                "runs": [lb for lb in labels if lb in used], "noise_floor": noise_floor,
+                "rows": len(rows)}
+        # choosing from the same runs again replaces that tune's entry
+        prov["tunes"] = [t for t in prov["tunes"] if (t["runs"], t["sections"]) !=
+                         (tune["runs"], tune["sections"])] + [tune]
     alive = _referenced(data)
     prov["runs"] = {k: v for k, v in prov["runs"].items() if k in alive}
     prov["tunes"] = [t for t in prov["tunes"] if set(t["runs"]) & alive]
