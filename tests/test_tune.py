@@ -264,6 +264,20 @@ def test_measure_and_choose_find_the_fake_optimum(sm90):
         assert row["measured"]["rule"] == "fastest"
 
 
+def test_a_failing_point_is_recorded_and_the_others_measured(sm90):
+    class Flaky(FakeDevice):
+        def decode_case(self, R, Q, ctx):
+            if R == 16:
+                raise RuntimeError("CUDA out of memory (fake)")
+            return super().decode_case(R, Q, ctx)
+
+    run = fake_run(sm90, Flaky(), {"decode"}, contexts=[8192])
+    assert sorted(run["errors"]) == ["decode R=16 Q=1 mb=64: RuntimeError: CUDA out of memory "
+                                     "(fake)", "decode R=16 Q=4 mb=64: RuntimeError: CUDA out "
+                                     "of memory (fake)"]
+    assert len(run["points"]) == 2 * (len(sm90.decode_points([8192])) - 2)
+
+
 # ---------------------------------------------------------------------------------------------
 # choice: worst case over states and machines, noise rule
 

@@ -79,82 +79,95 @@ class Run:
 
     # -- router --------------------------------------------------------------------------
     def router(self, shapes=None):
-        sp, dev = self.space, self.dev
-        weights = {}
-        for shape, (lo, hi), reps in sp.router_buckets(shapes):
+        weights = {}  # one router weight alive at a time
+        for shape, (lo, hi), reps in self.space.router_buckets(shapes):
             if self.over_budget():
                 self.skipped.append(f"router {shape} M {lo}-{hi}: over budget")
                 continue
-            t = time.time()
-            if shape not in weights:
-                weights.clear()
-                dev.release()
-                weights[shape] = dev.router_weight(*shape)
-            cases = {rep: dev.router_case(weights[shape], *rep) for rep in reps}
-            cands = sp.router_candidates(*shape, lo, hi)
-            calls = {(i, rep): dev.router_call(cases[rep], *cand)
-                     for i, cand in enumerate(cands) for rep in reps}
-
-            def check(k, fn):
-                return dev.router_problem(cases[k[1]], fn)
-
-            got = _time_bucket(dev, calls, check, self.rounds, self.per_round)
-            bucket = {"shape": list(shape), "num_tokens": [lo, hi]}
-            for rep in reps:
-                self.points.append({
-                    "table": "router_gemm", "buckets": [bucket],
-                    "rep": sp.rep_label("router_gemm", rep),
-                    "candidates": [{**_record("kernel", *c), **got[(i, rep)]}
-                                   for i, c in enumerate(cands)]})
-            self._said("router", f"{shape} M {lo}-{hi}", len(cands), reps, t)
+            try:
+                self._router_bucket(shape, lo, hi, reps, weights)
+            except Exception as e:  # noqa: BLE001 - the other buckets still count
+                self.errors.append(f"router {shape} M {lo}-{hi}: {type(e).__name__}: {e}"[:400])
             self.progress()
+
+    def _router_bucket(self, shape, lo, hi, reps, weights):
+        """Every candidate × representative of one weight shape's token bucket."""
+        sp, dev = self.space, self.dev
+        t = time.time()
+        if shape not in weights:
+            weights.clear()
+            dev.release()
+            weights[shape] = dev.router_weight(*shape)
+        cases = {rep: dev.router_case(weights[shape], *rep) for rep in reps}
+        cands = sp.router_candidates(*shape, lo, hi)
+        calls = {(i, rep): dev.router_call(cases[rep], *cand)
+                 for i, cand in enumerate(cands) for rep in reps}
+
+        def check(k, fn):
+            return dev.router_problem(cases[k[1]], fn)
+
+        got = _time_bucket(dev, calls, check, self.rounds, self.per_round)
+        bucket = {"shape": list(shape), "num_tokens": [lo, hi]}
+        for rep in reps:
+            self.points.append({
+                "table": "router_gemm", "buckets": [bucket],
+                "rep": sp.rep_label("router_gemm", rep),
+                "candidates": [{**_record("kernel", *c), **got[(i, rep)]}
+                               for i, c in enumerate(cands)]})
+        self._said("router", f"{shape} M {lo}-{hi}", len(cands), reps, t)
 
     # -- decode --------------------------------------------------------------------------
     def decode(self, contexts=None):
-        sp, dev = self.space, self.dev
-        for R, Q, mb in sp.decode_points(contexts):
+        for R, Q, mb in self.space.decode_points(contexts):
             if self.over_budget():
                 self.skipped.append(f"decode R={R} Q={Q} mb={mb}: over budget")
                 continue
-            t = time.time()
-            dev.release()  # the previous point's inputs go back to the driver first
-            inp = dev.decode_case(R, Q, mb * sp.block)
-            label = sp.rep_label("index_score", (R, Q, mb))
-            fixed = sp.fixed_selector(R, Q, mb)
-            default = sp.default("index_score", sp.score_bucket(R, Q, mb))
-            ref = dev.decode_reference(inp, dev.decode_call(inp, *default, fixed))
-
-            def check(k, fn):
-                return dev.decode_problem(inp, ref, fn)
-
-            # (1) scorers, with the selector the current table picks here
-            scorers = sp.scorer_candidates_at(R, Q, mb)
-            got = _time_bucket(dev, {i: dev.decode_call(inp, *c, fixed)
-                                     for i, c in enumerate(scorers)},
-                               check, self.rounds, self.per_round)
-            self.points.append({
-                "table": "index_score", "buckets": [_json(sp.score_bucket(R, Q, mb))], "rep": label,
-                "selector": fixed,
-                "candidates": [{**_record("variant", *c), **got[i]}
-                               for i, c in enumerate(scorers)]})
-            # (2) selectors, after the fastest two-kernel scorer of this point (the table keeps
-            # a selector wherever a fused row does not serve, e.g. topk beyond its tile)
-            two = [(got[i]["us"], i) for i, c in enumerate(scorers)
-                   if "us" in got[i] and c[0] != "index_decode_fused"]
-            scorer = scorers[min(two)[1]] if two else default
-            sels = sp.selector_candidates_at(R, Q, mb)
-            got_sel = _time_bucket(dev, {i: dev.decode_call(inp, *scorer, c[1])
-                                         for i, c in enumerate(sels)},
-                                   check, self.rounds, self.per_round)
-            self.points.append({
-                "table": "index_topk", "buckets": [_json(b) for b in sp.topk_buckets(R, Q, mb)],
-                "rep": label,
-                "scorer": _record("variant", *scorer),
-                "candidates": [{**_record("variant", *c), **got_sel[i]}
-                               for i, c in enumerate(sels)]})
-            del inp, ref
-            self._said("decode", label, len(scorers) + len(sels), [label], t)
+            try:
+                self._decode_point(R, Q, mb)
+            except Exception as e:  # noqa: BLE001 - the other points still count
+                self.errors.append(f"decode R={R} Q={Q} mb={mb}: {type(e).__name__}: {e}"[:400])
             self.progress()
+
+    def _decode_point(self, R, Q, mb):
+        """Scorers at one point, then selectors after the fastest two-kernel scorer."""
+        sp, dev = self.space, self.dev
+        t = time.time()
+        dev.release()  # the previous point's inputs go back to the driver first
+        inp = dev.decode_case(R, Q, mb * sp.block)
+        label = sp.rep_label("index_score", (R, Q, mb))
+        fixed = sp.fixed_selector(R, Q, mb)
+        default = sp.default("index_score", sp.score_bucket(R, Q, mb))
+        ref = dev.decode_reference(inp, dev.decode_call(inp, *default, fixed))
+
+        def check(k, fn):
+            return dev.decode_problem(inp, ref, fn)
+
+        # (1) scorers, with the selector the current table picks here
+        scorers = sp.scorer_candidates_at(R, Q, mb)
+        got = _time_bucket(dev, {i: dev.decode_call(inp, *c, fixed)
+                                 for i, c in enumerate(scorers)},
+                           check, self.rounds, self.per_round)
+        self.points.append({
+            "table": "index_score", "buckets": [_json(sp.score_bucket(R, Q, mb))],
+            "rep": label, "selector": fixed,
+            "candidates": [{**_record("variant", *c), **got[i]}
+                           for i, c in enumerate(scorers)]})
+        # (2) selectors, after the fastest two-kernel scorer of this point (the table keeps
+        # a selector wherever a fused row does not serve, e.g. topk beyond its tile)
+        two = [(got[i]["us"], i) for i, c in enumerate(scorers)
+               if "us" in got[i] and c[0] != "index_decode_fused"]
+        scorer = scorers[min(two)[1]] if two else default
+        sels = sp.selector_candidates_at(R, Q, mb)
+        got_sel = _time_bucket(dev, {i: dev.decode_call(inp, *scorer, c[1])
+                                     for i, c in enumerate(sels)},
+                               check, self.rounds, self.per_round)
+        self.points.append({
+            "table": "index_topk", "buckets": [_json(b) for b in sp.topk_buckets(R, Q, mb)],
+            "rep": label,
+            "scorer": _record("variant", *scorer),
+            "candidates": [{**_record("variant", *c), **got_sel[i]}
+                           for i, c in enumerate(sels)]})
+        self._said("decode", label, len(scorers) + len(sels), [label], t)
 
     def _said(self, what, where, n, reps, t0):
         best = []
