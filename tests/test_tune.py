@@ -150,8 +150,8 @@ def fake_run(space, dev, sections, state="fresh", machine="GPU-a", shapes=None, 
             "run": {"state": state, "machine": machine, "date": "2000-01-01 00:00:00 UTC",
                     "device": "FAKE", "driver": None, "torch": "0", "triton": "0", "sms": 132,
                     "command": "fake"},
-            "sections": sorted(sections), "points": r.points, "skipped": r.skipped,
-            "errors": r.errors}))  # as read back from its file
+            "sections": sorted(sections), "points": r.points, "planned": r.planned,
+            "skipped": r.skipped, "errors": r.errors}))  # as read back from its file
 
 
 @pytest.fixture
@@ -338,6 +338,23 @@ def test_states_and_machines_merge_and_the_worst_case_wins(sm90):
     runs[3]["points"] = []
     rows, report, _ = choose.choose(runs, sm90)
     assert rows == [] and "not measured by used@GPU-b" in report[0]
+
+
+def test_runs_split_by_context_each_decide_their_own_buckets(sm90):
+    """Decode measured in separate calls per context (fresh + used each, two machines): every
+    bucket is decided by the four runs that planned it; the guard for robustness is quiet."""
+    runs = [fake_run(sm90, FakeDevice(), {"decode"}, state=state, machine=machine,
+                     contexts=[ctx])
+            for ctx in (8192, 131072) for machine in ("GPU-a", "GPU-b")
+            for state in ("fresh", "used")]
+    rows, report, labels = choose.choose(runs, sm90)
+    assert not [line for line in report if line.startswith("  keep")], report
+    assert {r["max_block"][0] for r in rows} == {0, 257, 1025}
+    for row in rows:
+        assert len(next(iter(row["measured"]["winner"]["us"].values()))) == 4
+    assert choose.coverage_warning(runs) is None
+    assert choose.coverage_warning(runs[:1]) == "not robust yet: missing a used run, a second " \
+                                                "machine"
 
 
 def test_within_noise_the_simpler_candidate_is_kept(sm90):

@@ -128,8 +128,8 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None, used=
     def save(final=False):
         if final or time.time() - saved[0] > 30:
             saved[0] = time.time()
-            run.update(points=r.points, skipped=r.skipped, errors=r.errors,
-                       elapsed_s=time.time() - r.t0)
+            run.update(points=r.points, planned=r.planned, skipped=r.skipped,
+                       errors=r.errors, elapsed_s=time.time() - r.t0)
             common.write_json(args.out, run, indent=None)
 
     r.progress = save
@@ -175,6 +175,8 @@ def choose(args, argv, say=common.say) -> int:
     data = measured.read(path) if os.path.exists(path) else write.skeleton(space, hw)
     rows, report, labels = choose_mod.choose(runs, space, noise, data["provenance"]["runs"])
     say(f"tune choose: target {name}; runs " + ", ".join(labels))
+    if choose_mod.coverage_warning(runs):
+        say(f"WARNING {choose_mod.coverage_warning(runs)} (README: How to tune a GPU)")
     for line in report:
         say(line)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -145,15 +145,40 @@ def _as_bucket(bucket) -> dict:
     return {a: tuple(v) for a, v in bucket.items()}
 
 
+def _expected(runs, labels, entry) -> list:
+    """The runs that set out to measure a bucket (its section, within their --shapes /
+    --contexts); each of them must have measured it."""
+    out = []
+    for run, label in zip(runs, labels):
+        if "planned" in run:
+            if {"table": entry["table"], "bucket": entry["bucket"]} in run["planned"]:
+                out.append(label)
+        elif SECTION[entry["table"]] in run["sections"]:
+            out.append(label)
+    return out
+
+
+def coverage_warning(runs) -> str | None:
+    """What the runs lack for a robust choice (fresh and used processes, two machines)."""
+    states = {run["run"]["state"] for run in runs}
+    machines = {run["run"]["machine"] for run in runs}
+    missing = [f"a {s} run" for s in ("fresh", "used") if s not in states]
+    if len(machines) < 2:
+        missing.append("a second machine")
+    return None if not missing else "not robust yet: missing " + ", ".join(missing)
+
+
 def choose(runs, space, noise_floor=NOISE_FLOOR, existing=None):
     """(rows, report lines, labels): the chosen rows of every bucket the runs measured;
     ``existing``: the data file's provenance.runs (labels stay unique across tunes)."""
     labels = run_labels(runs, existing)
-    sections = {label: set(run["sections"]) for run, label in zip(runs, labels)}
     rows, report = [], []
-    for entry in sorted(merge(runs, labels).values(),
-                        key=lambda e: (e["table"], json.dumps(e["bucket"], sort_keys=True))):
-        expected = [lb for lb in labels if SECTION[entry["table"]] in sections[lb]]
+    def order(entry):  # table, then the buckets' lower ends in axis order
+        return entry["table"], [(v[0], float("inf") if v[1] is None else v[1])
+                                for v in entry["bucket"].values()]
+
+    for entry in sorted(merge(runs, labels).values(), key=order):
+        expected = _expected(runs, labels, entry)
         row, why = choose_bucket(entry, expected, space, noise_floor)
         where = f"{entry['table']} " + ", ".join(
             f"{a} {'x'.join(map(str, v)) if a == 'shape' else _range(v)}"

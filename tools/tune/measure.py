@@ -72,6 +72,7 @@ class Run:
         self.rounds, self.per_round, self.budget_s, self.say = rounds, per_round, budget_s, say
         self.t0 = time.time()
         self.points, self.skipped, self.errors = [], [], []
+        self.planned = []  # every bucket this run set out to measure (choose: who must have)
         self.progress = lambda: None  # called after each bucket / point (saves the run file)
 
     def over_budget(self) -> bool:
@@ -81,6 +82,7 @@ class Run:
     def router(self, shapes=None):
         weights = {}  # one router weight alive at a time
         for shape, (lo, hi), reps in self.space.router_buckets(shapes):
+            self._plan("router_gemm", {"shape": shape, "num_tokens": (lo, hi)})
             if self.over_budget():
                 self.skipped.append(f"router {shape} M {lo}-{hi}: over budget")
                 continue
@@ -119,6 +121,9 @@ class Run:
     # -- decode --------------------------------------------------------------------------
     def decode(self, contexts=None):
         for R, Q, mb in self.space.decode_points(contexts):
+            self._plan("index_score", self.space.score_bucket(R, Q, mb))
+            for bucket in self.space.topk_buckets(R, Q, mb):
+                self._plan("index_topk", bucket)
             if self.over_budget():
                 self.skipped.append(f"decode R={R} Q={Q} mb={mb}: over budget")
                 continue
@@ -168,6 +173,11 @@ class Run:
             "candidates": [{**_record("variant", *c), **got_sel[i]}
                            for i, c in enumerate(sels)]})
         self._said("decode", label, len(scorers) + len(sels), [label], t)
+
+    def _plan(self, table, bucket):
+        entry = {"table": table, "bucket": _json(bucket)}
+        if entry not in self.planned:
+            self.planned.append(entry)
 
     def _said(self, what, where, n, reps, t0):
         best = []
