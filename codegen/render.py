@@ -223,6 +223,8 @@ def artifacts(reg: Registry) -> list[Artifact]:
     variants = [{"family": v.family, "name": v.name, "hardware": ", ".join(v.hardware),
                  "output": v.output, "doc": v.doc, "where": _where(v)}
                 for v in reg.variants.values()]
+    out.append(Artifact(path="_interpreter.py", template="interpreter.py.j2", specs=(),
+                        context={}))
     out.append(Artifact(path="DISPATCH.md", template="DISPATCH.md.j2", specs=policy_specs,
                         context={"policies": policies, "variants": variants}))
     out.append(Artifact(path="__init__.py", template="__init__.py.j2",

@@ -32,13 +32,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# Triton 3.6.0 interpreter defects (bf16 tl.dot, loaded loop bounds, constexpr <op> tensor):
-# patched for CPU runs only; see tests/interpreter_fixes.py. No-op when TRITON_INTERPRET is off.
+# The test helpers (references, inputs) live beside the tests.
 import sys  # noqa: E402
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import interpreter_fixes  # noqa: E402
 
-interpreter_fixes.install()
-__import__("interpreter_fixes_topk").install_xor_reduce_fast_path()  # tl.topk speed (CPU only)
+# `import generated` applies the generated package's own interpreter fixes under
+# TRITON_INTERPRET=1 (generated/_interpreter.py): the tests use exactly what users get.
+import generated  # noqa: E402,F401

@@ -29,6 +29,8 @@ def ref_decode_scores(idx_q, cache, block_table, seq_lens, init_blocks, local_bl
     exact, so every product is exact, as it is in fp32), the D products are summed in fp64 and the sum
     is rounded once to fp32; -inf if no key of the block is visible. Forcing 1e29 (local) over 1e30
     (init) over raw, only for b < nb_q(row). Written region: every row of a request, b < nb_req.
+    Out-of-range inputs (docs/KERNELS.md): a seq_len above the capacity cdiv(max_seq_len, 128)·128
+    counts as the capacity; a block whose page id is outside [0, num_pages) has no visible key.
     ``device`` only selects where the fp64 arithmetic runs (a GPU makes 128k-token cases fast).
     """
     q = idx_q.detach().to(device)
@@ -39,18 +41,22 @@ def ref_decode_scores(idx_q, cache, block_table, seq_lens, init_blocks, local_bl
     R = len(sl)
     assert total_q == R * Q
     S = score_columns(max_seq_len)
+    capacity = _cdiv(max(int(max_seq_len), 0), BLOCK) * BLOCK
+    num_pages = k_all.shape[0]
     out = torch.full((H, total_q, S), float("nan"), dtype=torch.float32, device=device)
     neg_inf = torch.tensor(float("-inf"), dtype=torch.float32, device=device)
     local_val = torch.tensor(LOCAL_SCORE, dtype=torch.float32, device=device)
     init_val = torch.tensor(INIT_SCORE, dtype=torch.float32, device=device)
     for r in range(R):
-        seq_len = sl[r]
+        seq_len = min(sl[r], capacity)
         nb_req = _cdiv(max(seq_len, 0), BLOCK)
         if nb_req == 0:
             continue
         assert nb_req <= S, "seq_len exceeds max_seq_len"
         T = nb_req * BLOCK
-        keys = k_all[bt[r, :nb_req]].to(torch.float64).reshape(T, D)  # token-major [T, D]
+        pages = bt[r, :nb_req]
+        page_ok = (pages >= 0) & (pages < num_pages)
+        keys = k_all[torch.where(page_ok, pages, 0)].to(torch.float64).reshape(T, D)  # [T, D]
         rows = torch.arange(r * Q, (r + 1) * Q, device=device)
         qv = q[rows].to(torch.float64).reshape(Q * H, D)  # [Q*H, D], (q_off, head) order
         dots = (qv @ keys.T).to(torch.float32).reshape(Q, H, T)
@@ -58,7 +64,9 @@ def ref_decode_scores(idx_q, cache, block_table, seq_lens, init_blocks, local_bl
         kv_len = (seq_len - Q + q_off + 1).clamp_min(0)  # [Q]
         nb_q = (kv_len + BLOCK - 1) // BLOCK
         pos = torch.arange(T, device=device)
-        dots = torch.where((pos[None, :] < kv_len[:, None])[:, None, :], dots, neg_inf)
+        token_ok = page_ok.repeat_interleave(BLOCK)
+        visible_tok = (pos[None, :] < kv_len[:, None]) & token_ok[None, :]
+        dots = torch.where(visible_tok[:, None, :], dots, neg_inf)
         raw = dots.reshape(Q, H, nb_req, BLOCK).amax(dim=-1)  # [Q, H, nb_req]
         b = torch.arange(nb_req, device=device)
         visible = b[None, :] < nb_q[:, None]  # [Q, nb_req]

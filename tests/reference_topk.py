@@ -85,10 +85,13 @@ def sparse_table_row(ids, attn_row, abs_pos: int, topk: int, stride: int):
 
 def reference_sparse_table(topk_idx: torch.Tensor, attention_block_table: torch.Tensor, seq_lens,
                            decode_query_len: int, stride: int):
-    """(table [total_q, topk*8], ctx [total_q]) int32 from topk_idx [1, total_q, topk]."""
+    """(table [total_q, topk*8], ctx [total_q]) int32 from topk_idx [1, total_q, topk].
+
+    Requests are clamped to the attention table's width W: seq_len min(seq_len, W·128)
+    (docs/KERNELS.md, out-of-range inputs)."""
     ids_all = topk_idx[0].cpu().tolist()
     attn = attention_block_table.cpu()
-    lens = [int(x) for x in seq_lens.cpu()]
+    lens = [min(int(x), attn.shape[1] * BLOCK) for x in seq_lens.cpu()]
     total_q, topk = len(ids_all), topk_idx.shape[2]
     table = torch.empty((total_q, topk * PAGES), dtype=torch.int32)
     ctx = torch.empty((total_q,), dtype=torch.int32)

@@ -157,10 +157,11 @@ def test_fused_writes_scores_like_split_scorer():
     for chunks in (1, 3, 8):
         a = alloc_scores(H, total_q, inputs["max_seq_len"], DEVICE).fill_(float("nan"))
         b = torch.full_like(a, float("nan"))
-        launch_score_split(*args, a, 1, 1, Q, Qmax, num_kv_chunks=chunks)
+        launch_score_split(*args, a, 1, 1, Q, Qmax, num_kv_chunks=chunks, max_block=max_block)
         out = torch.empty((H, total_q, 16), dtype=torch.int32, device=DEVICE)
         counter = torch.zeros((len(LENS),), dtype=torch.int32, device=DEVICE)
-        launch_index_fused(*args, b, out, 16, 1, 1, Q, Qmax, num_kv_chunks=chunks, block_k=128,
+        launch_index_fused(*args, b, out, 16, 1, 1, Q, Qmax, num_kv_chunks=chunks,
+                           max_block=max_block, block_k=128,
                            completion_counter=counter)
         assert int(counter.abs().sum()) == 0
         assert torch.equal(a.view(torch.int32), b.view(torch.int32))  # NaN == NaN bitwise

@@ -102,6 +102,7 @@ class Case:
     def launch(self, scores, variant, **kw):
         args = (self.idx_q, self.cache, self.block_table, self.seq_lens, scores,
                 self.init_blocks, self.local_blocks, self.Q, self.Qmax)
+        kw.setdefault("max_block", _cdiv(self.max_seq_len, BLOCK))
         if variant == "split":
             kw.setdefault("num_kv_chunks", 3)
             return isc.launch_score_split(*args, **kw)

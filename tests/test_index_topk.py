@@ -77,7 +77,8 @@ def run_selector(scores, seq_lens, Q, topk, cfg, *, emit_stride=None, attn=None,
         ctx = torch.full((total_q,), POISON_TABLE, dtype=torch.int32, device=dev)
         kwargs = dict(attention_block_table=attn, sparse_block_table_out=table,
                       sparse_context_lens_out=ctx, block_page_stride=emit_stride)
-    launch_topk_fused(scores, seq_lens, out, Q, topk, num_chunks=C, block_k=BK,
+    launch_topk_fused(scores, seq_lens, out, Q, topk, max_block=scores.shape[2], num_chunks=C,
+                      block_k=BK,
                       num_warps=num_warps, num_stages=num_stages, single_tile=single,
                       adaptive_merge=adaptive,
                       completion_counter=counter[:, :total_q], partial=partial, **kwargs)
@@ -229,7 +230,8 @@ def test_counter_zero_across_alternating_launches():
     for pat in patterns:
         seq_lens = torch.tensor(pat, dtype=torch.int32)
         out.fill_(POISON_OUT)
-        launch_topk_fused(scores, seq_lens.to(DEVICE), out, Q, topk, num_chunks=4, block_k=128,
+        launch_topk_fused(scores, seq_lens.to(DEVICE), out, Q, topk, max_block=scores.shape[2],
+                          num_chunks=4, block_k=128,
                           num_warps=4, num_stages=1, single_tile=False, adaptive_merge=True,
                           completion_counter=counter[:, :6], partial=partial)
         assert int(counter.abs().sum()) == 0
@@ -1070,14 +1072,3 @@ def test_explain_reports_pdl_and_static_chunks():
     for hw in ("gfx950", "generic"):  # upstream policies: neither
         e = generated.explain_index_decode(hw, "bf16", "bf16", 128, 16, 1024, 64, 1, 16, 4)
         assert e["pdl"] is False and e["static_chunks"] is False
-
-
-def test_static_chunks_needs_max_block():
-    from generated.index_score import launch_score_split
-
-    inputs, _ = make_decode_inputs(1, 1, [300], seed=1)
-    scores = torch.empty((1, 1, 16), dtype=torch.float32, device=DEVICE)
-    with pytest.raises(ValueError, match="max_block: static_chunks needs"):
-        launch_score_split(inputs["idx_q"], inputs["index_kv_cache"], inputs["block_table"],
-                           inputs["seq_lens"], scores, 0, 1, 1, 1, num_kv_chunks=2,
-                           static_chunks=True)

@@ -49,23 +49,13 @@ if FLUSH_MODE not in FLUSH_MODES:
 
 def setup(smoke: bool) -> None:
     """Put the repository on sys.path; for smoke runs switch Triton's interpreter on (before
-    triton is imported) and install the interpreter patches the CPU tests use."""
+    triton is imported; `import generated` then applies its interpreter fixes)."""
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
     if smoke:
         os.environ["TRITON_INTERPRET"] = "1"
         if "triton" in sys.modules and not _interpreter_active():
             raise RuntimeError("--smoke: triton was imported before TRITON_INTERPRET=1 was set")
-        tests = os.path.join(ROOT, "tests")
-        if tests not in sys.path:
-            sys.path.insert(0, tests)
-        import interpreter_fixes  # tests/interpreter_fixes.py (bf16 tl.dot, loaded loop bounds)
-
-        interpreter_fixes.install()
-        try:  # tl.topk speed in the interpreter (tests/interpreter_fixes_topk.py), if present
-            __import__("interpreter_fixes_topk").install_xor_reduce_fast_path()
-        except ImportError:
-            pass
 
 
 def _interpreter_active() -> bool:
