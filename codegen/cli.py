@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from . import registry as registry_mod
+from . import measured, registry as registry_mod
 from .model import SpecError
 from .policy import Between, describe_point, lookup
 from .render import REGENERATE, render_all
@@ -90,9 +90,13 @@ def explain_policy(reg, policy_name: str, values: dict) -> dict:
     policy = reg.policies[policy_name]
     point = tuple(values[a.name] for a in policy.axes)
     rule = lookup(policy, reg.tables[policy_name], point)
-    return {"policy": policy_name, "inputs": {a.name: values[a.name] for a in policy.axes},
+    info = {"policy": policy_name, "inputs": {a.name: values[a.name] for a in policy.axes},
             "variant": rule.variant, "params": dict(rule.params),
             "rule": rule.index, "where": str(rule.loc), "note": rule.note}
+    row = measured.row_at(rule.loc)  # a measured target's data-file row: its measurements
+    if row is not None:
+        info["measured_row"] = {k: row[k] for k in ("source", "measured") if k in row}
+    return info
 
 
 def cmd_explain(args) -> int:

@@ -21,9 +21,12 @@ import attrs
 class Location:
     file: str
     line: int
+    # A row of a measured target's data file: its table, target and bucket
+    # (e.g. "router_gemm row sm_90: shape 6144x128, num_tokens 2–4"), shown after file:line.
+    row: str = ""
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}"
+        return f"{self.file}:{self.line}" + (f" ({self.row})" if self.row else "")
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

@@ -18,6 +18,7 @@ from .policy import Between, FlatRule, Policy
 from .registry import Registry, hardware_aliases
 from .families.index_decode import PDL_CAPABILITY
 from .families.router_gemm import TF32_CAPABILITY
+from .targets import source as target_naming_source
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 REGENERATE = "codegen regenerate"
@@ -216,6 +217,7 @@ def artifacts(reg: Registry) -> list[Artifact]:
                         context={"hardware": hw, "aliases": literal(hardware_aliases(reg)),
                                  "pdl_capability": literal(PDL_CAPABILITY),
                                  "tf32_capability": literal(TF32_CAPABILITY),
+                                 "device_target": target_naming_source().rstrip("\n"),
                                  "dtypes": [{"key": k, "torch": t} for k, t in
                                             TORCH_DTYPES.items()]}))
     variants = [{"family": v.family, "name": v.name, "hardware": ", ".join(v.hardware),

@@ -1,5 +1,6 @@
-"""Upstream default launch tables shared by several policies (written once, used by
-specs/index_decode.py, specs/tuned_sm_90.py and tools/tune.py). Data only; no SPECS here."""
+"""Upstream default launch tables shared by several policies (written once, used by the
+gfx950/generic rules and by every measured target's unmeasured part in specs/index_decode.py).
+Data only; no SPECS here."""
 from codegen.policy import Buckets
 
 # Split-K scorer grid of upstream's default policy (§8.2): kv_chunks = pow2floor(min(256, 512 // R)).

@@ -7,14 +7,17 @@ Policies: `index_score` picks the scorer and its grid -- or the single-launch va
 then replaces the selector too (only where max_block ≤ its topk_tile: checked by
 codegen/families/index_decode.py); `index_topk` the selector's chunking.
 gfx950 rows reproduce upstream §8 exactly; generic is upstream's non-gfx950 branch; measured
-targets (sm_90: H200 measurements) bring their rows from specs/tuned_<target>.py (specs/tuned.py).
+targets (sm_90: H200 measurements) bring the rows of their measured shape (MEASURED_SCORE,
+MEASURED_TOPK) from their data files (specs/measured/<target>.json) and take upstream's
+defaults everywhere else.
 """
 from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
-from codegen.policy import Axis, Buckets, Policy, Rule, at_least, between, none_of, one_of
+from codegen.policy import (Axis, Between, Buckets, Policy, Rule, at_least, between, none_of,
+                            one_of)
 
-from .defaults import DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS
+from .defaults import DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS, UNTUNED_SPLIT_OPTIONS
 from .hardware import SPECS as _HARDWARE
-from .tuned import TUNED
+from .measured_targets import TARGETS
 
 # Contract constants (§1), baked into every generated file of the family as literals.
 CONSTANTS = (
@@ -30,6 +33,16 @@ CONSTANTS = (
 HARDWARE = tuple(hw.name for hw in _HARDWARE)
 Q_DTYPES = ("bf16", "fp16")
 CACHE_DTYPES = ("bf16", "fp16", "fp8e4m3")
+HEAD_DIMS = (16, 32, 64, 128, 256)
+NUM_HEADS = (1, 2, 4)
+MAX_TOPK = dict(CONSTANTS)["MAX_TOPK"]
+
+# The decode shape measured targets are tuned for (MiniMax-M3's indexer: bf16 query and cache,
+# head_dim 128, one index head, top-16 blocks): tools/tune measures it, tools/bench times it,
+# and a measured target's data file holds its rows for it; the rest of its domain keeps
+# upstream's defaults (measured_score_rules / measured_topk_rules below).
+MEASURED_SCORE = {"q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128, "num_heads": 1}
+MEASURED_TOPK = 16
 
 IDX_Q = TensorContract(name="idx_q", rank=3, dtypes=Q_DTYPES, doc="[total_q, H, D], any strides")
 CACHE = TensorContract(name="index_kv_cache", rank=3, dtypes=CACHE_DTYPES,
@@ -137,6 +150,36 @@ GFX950_OTHER = (
     {"hardware": "gfx950", "q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": none_of(128)},
 )
 
+
+
+def _elsewhere(hardware, point, domains):
+    """Disjoint `when` dicts covering every enum point of ``hardware`` outside ``point``."""
+    out, prefix = [], {"hardware": hardware}
+    for axis, values in domains.items():
+        out += [dict(prefix, **{axis: v}) for v in values if v != point[axis]]
+        prefix = dict(prefix, **{axis: point[axis]})
+    return out
+
+
+def measured_score_rules(target):
+    """A measured target's scorer rules: one per row of its data file (the measured shape, each
+    rule located at its row), then upstream's default split grid on the rest of its domain."""
+    shape = f"{MEASURED_SCORE['q_dtype']} D{MEASURED_SCORE['head_dim']} " \
+            f"H{MEASURED_SCORE['num_heads']}"
+    rules = [Rule(when={"hardware": target.name, **MEASURED_SCORE, **row.conditions()},
+                  variant=row.choice, params=row.params, loc=row.loc,
+                  note=f"{row.choice.split('_')[-1]}, {shape}, "
+                       f"Qmax {Between(*row.when['max_q'])}, "
+                       f"max_block {Between(*row.when['max_block'])}")
+             for row in target.rows("index_score")]
+    domains = {"q_dtype": Q_DTYPES, "cache_dtype": CACHE_DTYPES, "head_dim": HEAD_DIMS,
+               "num_heads": NUM_HEADS}
+    rules += [Rule(when=when, variant="index_score_split", params=UNTUNED_SPLIT_OPTIONS,
+                   by=DEFAULT_SPLIT, note="default split grid (not measured)")
+              for when in _elsewhere(target.name, MEASURED_SCORE, domains)]
+    return rules
+
+
 INDEX_SCORE_RULES = [
     Rule(when={**GFX950_BF16_D128, "num_reqs": between(1, 8)}, variant="index_score_balanced",
          params=dict(program_budget=1024, num_warps=2, num_stages=1), note="balanced, 1–8 requests"),
@@ -152,7 +195,7 @@ INDEX_SCORE_RULES = [
     *[r for when in GFX950_OTHER for r in split_rules(when, DEFAULT_SPLIT,
                                                       note="split, default grid")],
     *split_rules({"hardware": "generic"}, DEFAULT_SPLIT, note="upstream common/CUDA default"),
-    *(rule for tuned in TUNED.values() for rule in tuned.INDEX_SCORE),
+    *(rule for target in TARGETS.values() for rule in measured_score_rules(target)),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -165,6 +208,22 @@ GFX950_GENERAL = (
     {"hardware": "gfx950", "topk": 16, "max_block": 0},
     {"hardware": "gfx950", "topk": 16, "max_block": at_least(8193)},
 )
+
+
+
+def measured_topk_rules(target):
+    """A measured target's selector rules: one per data-file row (topk MEASURED_TOPK), then
+    upstream's general branch for every other topk."""
+    rules = [Rule(when={"hardware": target.name, "topk": MEASURED_TOPK, **row.conditions()},
+                  variant=row.choice, params=row.params, loc=row.loc,
+                  note=f"topk {MEASURED_TOPK}, max_block {Between(*row.when['max_block'])}")
+             for row in target.rows("index_topk")]
+    rules += [Rule(when={"hardware": target.name, "topk": between(lo, hi)},
+                   variant="index_topk_fused", params=GENERAL_TOPK_OPTIONS, by=GENERAL_TOPK,
+                   note="general branch (not measured)")
+              for lo, hi in ((1, MEASURED_TOPK - 1), (MEASURED_TOPK + 1, MAX_TOPK)) if lo <= hi]
+    return rules
+
 
 INDEX_TOPK_RULES = [
     Rule(when={"hardware": "gfx950", "topk": 16, "max_block": between(1, 128)},
@@ -179,7 +238,7 @@ INDEX_TOPK_RULES = [
            note="general branch") for when in GFX950_GENERAL],
     Rule(when={"hardware": "generic"}, variant="index_topk_fused", by=GENERAL_TOPK,
          params=GENERAL_TOPK_OPTIONS, note="general branch"),
-    *(rule for tuned in TUNED.values() for rule in tuned.INDEX_TOPK),
+    *(rule for target in TARGETS.values() for rule in measured_topk_rules(target)),
 ]
 
 SPECS += [
@@ -191,13 +250,12 @@ SPECS += [
                Axis(name="q_dtype", kind="enum", values=Q_DTYPES, doc="idx_q dtype"),
                Axis(name="cache_dtype", kind="enum", values=CACHE_DTYPES,
                     doc="index_kv_cache dtype"),
-               Axis(name="head_dim", kind="enum", values=(16, 32, 64, 128, 256),
-                    doc="index head dim D"),
+               Axis(name="head_dim", kind="enum", values=HEAD_DIMS, doc="index head dim D"),
                Axis(name="num_reqs", kind="int", lo=1, doc="decode requests R (R = 0 launches "
                                                              "nothing)"),
                Axis(name="max_block", kind="int", lo=0, hi=65534,
                     doc="cdiv(max_seq_len, 128): score-row capacity"),
-               Axis(name="num_heads", kind="enum", values=(1, 2, 4), doc="local index heads H"),
+               Axis(name="num_heads", kind="enum", values=NUM_HEADS, doc="local index heads H"),
                Axis(name="max_q", kind="int", lo=1, hi=8,
                     doc="max_decode_query_len (Qmax); BLOCK_SIZE_Q = next_pow2(Qmax)"),
            ),
@@ -206,7 +264,7 @@ SPECS += [
            doc="fused top-k selector chunking and tile",
            axes=(
                Axis(name="hardware", kind="enum", values=HARDWARE, doc="normalized target"),
-               Axis(name="topk", kind="int", lo=1, hi=512, doc="blocks selected per row"),
+               Axis(name="topk", kind="int", lo=1, hi=MAX_TOPK, doc="blocks selected per row"),
                Axis(name="max_block", kind="int", lo=0, hi=65534,
                     doc="cdiv(max_seq_len, 128): score-row capacity"),
                Axis(name="rows_x_heads", kind="int", lo=1, doc="total_q · H"),

@@ -5,27 +5,20 @@ measured tables use finer ones) to a kernel and its launch parameters. A row wit
 num_warps, num_stages); `kernel="splitk"` takes the split-K tl.dot kernel (block_m ≥ the
 bucket's largest M, block_n, block_k, split_k with block_k·split_k dividing hidden_size,
 num_warps, num_stages; see codegen/families/router_gemm.py). gfx950 reproduces the upstream
-table exactly; every measured target (sm_90) takes its tables from tools/tune measurements
-(specs/tuned_<target>.py, listed in specs/tuned.py); generic is a conservative default.
+table exactly; every measured target (sm_90) takes its rows from its data file
+(specs/measured/<target>.json, measured by tools/tune); generic is a conservative default.
 """
 from codegen.families.router_gemm import RouterGemmFamily, RouterGemmShape
 from codegen.model import TensorContract
 from codegen.policy import Buckets
 
-from .tuned import TUNED
+from .measured_targets import TARGETS
 
 
 def measured(hidden_size, num_experts):
-    """Every measured target's table for one weight shape (specs/tuned_<target>.py)."""
-    out = {}
-    for name, tuned in TUNED.items():
-        if (hidden_size, num_experts) not in tuned.ROUTER_GEMM:
-            raise KeyError(f"specs/tuned_{name}.py has no router table for ({hidden_size}, "
-                           f"{num_experts}): add one to its ROUTER_GEMM by hand (e.g. the "
-                           f"generic rows), then `tools/tune.py --sections router "
-                           f"--write-specs` on a {name} device measures it")
-        out[name] = tuned.ROUTER_GEMM[hidden_size, num_experts]
-    return out
+    """Every measured target's rows for one weight shape (each row keeps its data-file line)."""
+    return {name: target.router_rows((hidden_size, num_experts))
+            for name, target in TARGETS.items()}
 
 
 def gfx950(small, mid, large):

@@ -404,17 +404,17 @@ def test_explain_rejects_unknown_axis(capsys):
     assert "has no axis 'warps'" in capsys.readouterr().err
 
 
-def test_measured_targets_are_listed_under_their_own_names():
-    """specs/tuned.py lists every specs/tuned_<name>.py, under the name its HARDWARE spec
-    carries (tools/tune.py writes both; a file it does not list would be silently ignored)."""
+def test_measured_targets_are_their_data_files():
+    """Every specs/measured/<name>.json is a measured target named <name> in the registry (the
+    loader refuses a file whose hardware spec names another target)."""
     import glob
-    import importlib
 
-    specs_dir = os.path.join(ROOT, "specs")
-    files = sorted(os.path.basename(p)[len("tuned_"):-len(".py")]
-                   for p in glob.glob(os.path.join(specs_dir, "tuned_*.py")))
-    tuned = importlib.import_module("specs.tuned").TUNED
-    assert sorted(tuned) == files
-    for name, module in tuned.items():
-        assert module.HARDWARE.name == name
-        assert module.__name__.endswith(f".tuned_{name}")
+    files = sorted(os.path.basename(p)[:-len(".json")]
+                   for p in glob.glob(os.path.join(SPECS, "measured", "*.json")))
+    assert files, "no measured target"
+    from specs.measured_targets import TARGETS
+
+    assert sorted(TARGETS) == files
+    reg = registry.load()
+    for name, target in TARGETS.items():
+        assert reg.hardware[name].loc.file == f"specs/measured/{name}.json"

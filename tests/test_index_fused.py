@@ -317,7 +317,7 @@ def test_explicit_fused_launch_checks_and_defaults():
 
 def test_fused_rule_must_fit_its_tile(tmp_path):
     """A rule choosing index_decode_fused for max_block beyond its topk_tile is a spec error
-    naming the rule's line."""
+    naming the rule's line (here a measured target's data-file row, its bucket and target)."""
     from codegen import registry
     from codegen.model import SpecError
 
@@ -325,12 +325,13 @@ def test_fused_rule_must_fit_its_tile(tmp_path):
     spec_copy = tmp_path / "specs"
     shutil.copytree(os.path.join(root, "specs"), spec_copy,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    path = spec_copy / "tuned_sm_90.py"
+    path = spec_copy / "measured" / "sm_90.json"
     text = path.read_text()
-    assert "topk_tile=256" in text
-    path.write_text(text.replace("topk_tile=256", "topk_tile=128", 1))
-    with pytest.raises(SpecError, match=r"tuned_sm_90\.py:\d+.*topk_tile.*max_block ≤ topk_tile "
-                                        r"= 128.*up to 256"):
+    assert '"topk_tile": 256' in text
+    path.write_text(text.replace('"topk_tile": 256', '"topk_tile": 128', 1))
+    with pytest.raises(SpecError, match=r"measured/sm_90\.json:\d+ \(index_score row sm_90: "
+                                        r"max_q 1, max_block 65–256, num_reqs 1–2\).*topk_tile.*"
+                                        r"max_block ≤ topk_tile = 128.*up to 256"):
         registry.load(str(spec_copy))
 
 

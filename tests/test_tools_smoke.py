@@ -36,7 +36,19 @@ def test_bench_smoke_runs_every_section(tmp_path):
         assert row["match_rows"] == row["rows"], row["name"]
 
 
-@pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py"])
+@pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "explore_state.py"])
 def test_device_tools_parse_their_command_line(tool):
     run = _run([os.path.join("tools", tool), "--help"], timeout=120)
     assert run.returncode == 0 and "usage:" in run.stdout, run.stderr[-2000:]
+
+
+def test_tuner_runs_as_a_module():
+    run = _run(["-m", "tools.tune", "measure", "--help"], timeout=120)
+    assert run.returncode == 0 and "--state {fresh,used}" in run.stdout, run.stderr[-2000:]
+
+
+def test_gpu_check_refuses_an_unknown_tune_section(tmp_path):
+    run = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh"), "tune", "scorer"],
+                         cwd=ROOT, env={**os.environ, "OUT": str(tmp_path)}, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 2 and "usage:" in run.stdout and "tune router|decode" in run.stdout

@@ -1,4 +1,4 @@
-"""Timing helpers shared by tools/bench.py and tools/tune.py.
+"""Timing helpers shared by tools/bench.py and tools/tune/.
 
 GPU timing method (every number the tools report):
 

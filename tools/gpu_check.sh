@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # The one command to run on the H200 (repository root, $OUT set by the device tool):
 #
-#   bash tools/gpu_check.sh          # GPU tests, then the benchmark
-#   bash tools/gpu_check.sh tune     # tools/tune.py --write-specs first, then tests + benchmark
-#   bash tools/gpu_check.sh tune-only   # only the tuner, every section (since session 3 it
-#                                       # may not fit one 10-minute device call: use the halves)
-#   bash tools/gpu_check.sh tune-router # only the router tables (keeps the decode tables)
-#   bash tools/gpu_check.sh tune-decode # only the scorer + selector tables (keeps the router's)
-#   bash tools/gpu_check.sh bench-only  # only the benchmark
+#   bash tools/gpu_check.sh             # GPU tests, then the benchmark
 #   bash tools/gpu_check.sh verify      # GPU tests + quick bench (the first call of a session)
+#   bash tools/gpu_check.sh bench-only  # only the benchmark
+#   bash tools/gpu_check.sh tune router [measure options]   # measure one section twice: in a
+#   bash tools/gpu_check.sh tune decode [measure options]   #   fresh process, then in a used one
+#   bash tools/gpu_check.sh state       # why rows are slower in a used process (explore_state)
+#
+# `tune SECTION` writes $OUT/tune_<section>_fresh.json and $OUT/tune_<section>_used.json (the
+# used process first runs tools/bench.py's first 20 decode scenarios), each with its log. Each
+# measurement stops timing after TUNE_BUDGET_S seconds (default 200; the compile warm-up and
+# the used workload come on top), so both fit one 10-minute call; split decode by context when
+# it does not (`tune decode --contexts 131072`). Fetch the files, do the same on a second
+# machine, then on the CPU: python3 -m tools.tune choose DIR/*.json --write; codegen regenerate.
 #
 # The GPU tests run in GPU_TEST_JOBS (default 8) pytest-xdist processes sharing the GPU: they
-# are compile-bound and check results only (no timing).
-#
-# Logs and results land in $OUT: gpu_tests.log, tune.log + tune.json + tuned_<target>.py
-# (+ tuned.py, the list of measured targets, when the device is a new target: copy both),
-# bench.log + bench.json + bench.png, env.txt. A short summary is printed last.
-# Note: after `tune`, the benchmark still measures the dispatch tables in generated/ (regenerate
-# runs on the CPU machine), i.e. the tables from before this tune.
+# are compile-bound and check results only (no timing). Logs and results land in $OUT:
+# gpu_tests.log, bench.log + bench.json + bench.png, tune_*.json/log, state*.json, env.txt.
+# A short summary is printed last.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
@@ -26,8 +27,17 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 MODE=${1:-all}
 PY=${PYTHON:-python3}
-case "$MODE" in all|tune|tune-only|tune-router|tune-decode|bench-only|verify) ;;
-  *) echo "usage: $0 [tune|tune-only|tune-router|tune-decode|bench-only|verify]"; exit 2;; esac
+case "$MODE" in all|tune|bench-only|verify|state) ;;
+  *) echo "usage: $0 [verify|bench-only|tune router|tune decode|state]"; exit 2;; esac
+SECTION=
+if [ "$MODE" = tune ]; then
+  SECTION=${2:-}
+  case "$SECTION" in router|decode) ;;
+    *) echo "usage: $0 tune router|decode [python3 -m tools.tune measure options]"; exit 2;; esac
+  shift 2
+else
+  shift $(( $# > 0 ? 1 : 0 ))
+fi
 
 start=$(date +%s)
 tests_rc=- ; bench_rc=- ; tune_rc=-
@@ -39,17 +49,25 @@ tests_rc=- ; bench_rc=- ; tune_rc=-
 } > "$OUT/env.txt"
 cat "$OUT/env.txt"
 
-if [ "$MODE" = tune ] || [ "$MODE" = tune-only ] || [ "$MODE" = tune-router ] || \
-   [ "$MODE" = tune-decode ]; then
-  sections=router,scorer,selector
-  [ "$MODE" = tune-router ] && sections=router
-  [ "$MODE" = tune-decode ] && sections=scorer,selector
-  echo "== tune $sections ($(date -u +%T))"
-  $PY tools/tune.py --write-specs --sections "$sections" --out "$OUT" 2>&1 | tee "$OUT/tune.log"
+if [ "$MODE" = tune ]; then
+  tune_rc=0
+  for state in fresh used; do
+    echo "== tune $SECTION, $state process ($(date -u +%T))"
+    $PY -m tools.tune measure --sections "$SECTION" --state "$state" \
+        --budget-s "${TUNE_BUDGET_S:-200}" --out "$OUT/tune_${SECTION}_${state}.json" "$@" \
+        2>&1 | tee "$OUT/tune_${SECTION}_${state}.log"
+    rc=$?
+    [ "$rc" != 0 ] && tune_rc=$rc
+  done
+fi
+
+if [ "$MODE" = state ]; then
+  echo "== explore_state ($(date -u +%T))"
+  $PY tools/explore_state.py --out "$OUT" "$@" 2>&1 | tee "$OUT/state.log"
   tune_rc=$?
 fi
 
-if [ "$MODE" = all ] || [ "$MODE" = tune ] || [ "$MODE" = verify ]; then
+if [ "$MODE" = all ] || [ "$MODE" = verify ]; then
   echo "== GPU tests ($(date -u +%T))"
   jobs=()
   if $PY -c 'import xdist' 2>/dev/null && [ "${GPU_TEST_JOBS:-8}" -gt 1 ]; then
@@ -59,7 +77,7 @@ if [ "$MODE" = all ] || [ "$MODE" = tune ] || [ "$MODE" = verify ]; then
   tests_rc=$?
 fi
 
-if [ "$MODE" = all ] || [ "$MODE" = tune ] || [ "$MODE" = bench-only ] || [ "$MODE" = verify ]; then
+if [ "$MODE" = all ] || [ "$MODE" = bench-only ] || [ "$MODE" = verify ]; then
   echo "== benchmark ($(date -u +%T))"
   if [ "$MODE" = verify ]; then
     $PY tools/bench.py --quick --out "$OUT" 2>&1 | tee "$OUT/bench.log"
@@ -73,8 +91,8 @@ echo
 echo "================ gpu_check summary ($MODE, $(( $(date +%s) - start )) s) ================"
 tail -n +2 "$OUT/env.txt"
 if [ "$tune_rc" != - ]; then
-  echo "tune: rc=$tune_rc; $(grep -E '^table:' "$OUT/tune.log" | tail -1)"
-  grep -E '^new target ' "$OUT/tune.log" | tail -1
+  echo "$MODE: rc=$tune_rc"
+  grep -hE '^(tune:|run file:)' "$OUT"/tune_*.log 2>/dev/null
 fi
 if [ "$tests_rc" != - ]; then
   echo "gpu tests: rc=$tests_rc; $(grep -E '(passed|failed|error|skipped|no tests ran)' "$OUT/gpu_tests.log" | tail -1)"

@@ -18,8 +18,10 @@ Kernels (a launch table row picks one with ``kernel=``; default ``per_expert``):
   partials in ks order (deterministic). Params block_m, block_n, block_k, split_k, tf32x3,
   num_warps, num_stages.
 
-A shape's table for one hardware target becomes one dispatch Rule per run of consecutive
-buckets with the same kernel (a Rule names one variant).
+A shape's table for one hardware target is either hand-written (a ``Buckets``: one dispatch Rule
+per run of consecutive buckets with the same kernel, a Rule names one variant) or a measured
+target's rows (``codegen.measured.Row``, from specs/measured/<target>.json: one Rule per row,
+located at its data-file row, so every error names that row).
 """
 from __future__ import annotations
 
@@ -27,8 +29,9 @@ import itertools
 
 import attrs
 
+from ..measured import Row as MeasuredRow
 from ..model import (LOC, NUM_STAGES, NUM_WARPS, Location, Param, SpecError, TensorContract,
-                     Variant, fail, is_pow2, spec_class, typed)
+                     Variant, _spec_name, fail, is_pow2, spec_class, typed)
 from ..policy import Axis, Buckets, Policy, Rule
 
 NAME = "router_gemm"
@@ -66,6 +69,21 @@ SPLITK_PARAMS = (
 def row_kernel(params: dict) -> str:
     """Kernel a launch table row names (``kernel=``, default ``per_expert``)."""
     return params.get("kernel", PER_EXPERT)
+
+
+def _is_measured(table) -> bool:
+    return isinstance(table, tuple) and bool(table) and all(
+        isinstance(r, MeasuredRow) and r.table == NAME for r in table)
+
+
+def launch_rows(shape, table) -> list:
+    """(lo, hi, params with ``kernel``, location) of one hardware's launch table: a hand-written
+    Buckets (every row at the shape's spec line) or a measured target's rows (each at its own
+    data-file row)."""
+    if isinstance(table, Buckets):
+        return [(lo, hi, params, shape.loc) for lo, hi, params in table.rows]
+    return [(*row.when["num_tokens"], {"kernel": row.choice, **row.params}, row.loc)
+            for row in table]
 
 
 @spec_class
@@ -115,35 +133,42 @@ class RouterGemmShape:
     @launch.validator
     def _launch(self, attribute, value):
         for hw, table in sorted(value.items()):
-            if not isinstance(table, Buckets) or table.axis != "num_tokens":
-                fail(self, f"launch.{hw}", "must be Buckets(axis='num_tokens', rows=...)")
-            for lo, hi, params in table.rows:
+            if not (isinstance(table, Buckets) and table.axis == "num_tokens") and \
+                    not _is_measured(table):
+                _fail_at(self, self.loc, f"launch.{hw}",
+                         "must be Buckets(axis='num_tokens', rows=...) or a measured target's "
+                         "router_gemm rows")
+            for lo, hi, params, loc in launch_rows(self, table):
                 kernel = row_kernel(params)
                 if kernel not in KERNELS:
-                    fail(self, f"launch.{hw}.kernel",
-                         f"unknown kernel {kernel!r} in bucket {lo}..{hi} "
-                         f"(known: {', '.join(KERNELS)})")
+                    _fail_at(self, loc, f"launch.{hw}.kernel",
+                             f"unknown kernel {kernel!r} in bucket {lo}..{hi} "
+                             f"(known: {', '.join(KERNELS)})")
                 if kernel == SPLITK:
-                    self._check_splitk(hw, lo, hi, params)
+                    self._check_splitk(hw, lo, hi, params, loc)
                     continue
                 own = {p.name for p in PARAMS}
                 foreign = sorted(k for k in params if k != "kernel" and k not in own and
                                  k in {p.name for p in SPLITK_PARAMS})
                 if foreign:
-                    fail(self, f"launch.{hw}.{foreign[0]}",
-                         f"bucket {lo}..{hi}: {foreign[0]!r} is a parameter of the split-K kernel, "
-                         f"but the row takes the per-expert kernel (add kernel='splitk')")
+                    _fail_at(self, loc, f"launch.{hw}.{foreign[0]}",
+                             f"bucket {lo}..{hi}: {foreign[0]!r} is a parameter of the split-K "
+                             f"kernel, but the row takes the per-expert kernel (add "
+                             f"kernel='splitk')")
                 block_k = params.get("block_k")
                 if is_pow2(block_k) and self.hidden_size % block_k:
-                    fail(self, f"launch.{hw}.block_k",
-                         f"{block_k} does not divide hidden_size {self.hidden_size} "
-                         f"(the kernel has no K masking)")
+                    _fail_at(self, loc, f"launch.{hw}.block_k",
+                             f"{block_k} does not divide hidden_size {self.hidden_size} "
+                             f"(the kernel has no K masking)")
 
-    def _check_splitk(self, hw, lo, hi, params):
+    def _check_splitk(self, hw, lo, hi, params, loc):
         """Tile rules of the split-K kernel (types and unknown/missing keys are reported by
         the variant's Param checks when the policy is flattened)."""
         where = f"launch.{hw}"
         bucket = f"bucket {lo}..{hi}, kernel='splitk'"
+
+        def fail(_, field, rule):
+            _fail_at(self, loc, field, rule)
 
         def ints(*names):
             return all(isinstance(params.get(n), int) and not isinstance(params.get(n), bool)
@@ -174,6 +199,10 @@ class RouterGemmShape:
                  f"{bucket}: block_k·split_k = {bk}·{sk} = {bk * sk} does not divide hidden_size "
                  f"{self.hidden_size} (each of the split_k programs steps block_k over an equal "
                  f"K slice; the kernel has no K masking)")
+
+
+def _fail_at(spec, loc, field, rule):
+    raise SpecError(loc, _spec_name(spec), field, rule)
 
 
 SPEC_TYPES = (RouterGemmFamily, RouterGemmShape)
@@ -228,24 +257,29 @@ def expand(specs: tuple, hardware: dict):
                            ("NUM_EXPERTS", shape.num_experts), ("KERNEL", kernel)),
                 params=params, **common))
         for hw, table in sorted(shape.launch.items()):
-            ordered = sorted(table.rows, key=lambda r: r[0])
-            # one Rule per run of consecutive buckets that use the same kernel
-            for kernel, run in itertools.groupby(ordered, key=lambda r: row_kernel(r[2])):
-                run = tuple(run)
+            rows = sorted(launch_rows(shape, table), key=lambda r: r[0])
+            if isinstance(table, Buckets):
+                # one Rule per run of consecutive buckets that use the same kernel
+                runs = [(tuple(run), shape.loc, table.loc) for _, run in
+                        itertools.groupby(rows, key=lambda r: row_kernel(r[2]))]
+            else:  # a measured target: one Rule per data-file row
+                runs = [((row,), row[3], row[3]) for row in rows]
+            for run, loc, table_loc in runs:
+                kernel = row_kernel(run[0][2])
                 if kernel == SPLITK:
-                    for lo, hi, params in run:
+                    for lo, hi, params, row_loc in run:
                         top = family.max_tokens if hi is None else min(hi, family.max_tokens)
                         bm = params.get("block_m")
                         if isinstance(bm, int) and bm < top:
-                            fail(shape, f"launch.{hw}.block_m",
-                                 f"bucket {lo}..{hi}, kernel='splitk': block_m {bm} < {top} "
-                                 f"tokens (the split-K kernel has a single row tile, so block_m "
-                                 f"must cover the bucket's largest token count)")
-                by = Buckets(axis=table.axis, loc=table.loc,
+                            _fail_at(shape, row_loc, f"launch.{hw}.block_m",
+                                     f"bucket {lo}..{hi}, kernel='splitk': block_m {bm} < {top} "
+                                     f"tokens (the split-K kernel has a single row tile, so "
+                                     f"block_m must cover the bucket's largest token count)")
+                by = Buckets(axis="num_tokens", loc=table_loc,
                              rows=tuple((lo, hi, {k: v for k, v in p.items() if k != "kernel"})
-                                        for lo, hi, p in run))
+                                        for lo, hi, p, _ in run))
                 rules.append(Rule(when={"hardware": hw, "shape": key},
-                                  variant=shape.variant_name(kernel), by=by, loc=shape.loc,
+                                  variant=shape.variant_name(kernel), by=by, loc=loc,
                                   note=shape.models if kernel == PER_EXPERT
                                   else f"{shape.models}; split-K"))
     shape_values = tuple((s.hidden_size, s.num_experts)

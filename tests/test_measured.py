@@ -1,0 +1,174 @@
+"""Measured targets as data (specs/measured/<target>.json, codegen/measured.py): the one writer's
+stable format, errors naming file:line, table, target and bucket, rules located at their rows,
+`codegen explain` showing the measured row, and the target naming shared with the runtime."""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from codegen import cli, measured, registry, targets
+from codegen.model import SpecError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SM90 = os.path.join(ROOT, "specs", "measured", "sm_90.json")
+
+
+@pytest.fixture(scope="module")
+def text():
+    with open(SM90, encoding="utf-8") as f:
+        return f.read()
+
+
+def _line_of(text: str, needle: str) -> int:
+    return text[:text.index(needle)].count("\n") + 1
+
+
+def test_the_writer_reproduces_the_file(text):
+    """specs/measured/sm_90.json is exactly what the one writer produces from its content, and
+    every table row sits on a line of its own."""
+    assert measured.dumps(measured.read(SM90)) == text
+    target = measured.loads(text, SM90)
+    lines = text.splitlines()
+    for table, rows in target.tables.items():
+        assert rows, table
+        for row in rows:
+            assert lines[row.loc.line - 1].lstrip().startswith("{\"")
+            assert row.loc.row.startswith(f"{table} row sm_90: ")
+    assert target.hardware.capability == (9, 0)
+
+
+def test_converted_rows_keep_their_measurements(text):
+    """The sm_90 rows converted from the old Python tables keep the µs the tuner measured,
+    under the run described in provenance (e.g. R64 128k Q1: 483.33 µs)."""
+    target = measured.loads(text, SM90)
+    row = next(r for r in target.rows("index_score")
+               if r.when == {"max_q": (1, 1), "max_block": (257, 65534), "num_reqs": (33, 64)})
+    assert row.measured["winner"]["us"] == {"R64 Q1 mb1024": {"legacy-decode": 483.33}}
+    assert "tools/tune.py" in target.provenance["runs"]["legacy-decode"]["command"]
+    defaults = [r for r in target.rows("index_score") if r.source == "default"]
+    assert defaults and all(r.when["num_reqs"] == (257, None) for r in defaults)
+
+
+FIRST_SCORE = '{"max_q": [1, 1], "max_block": [0, 64], "num_reqs": [1, 2]'
+SECOND_SCORE = '{"max_q": [1, 1], "max_block": [0, 64], "num_reqs": [3, 4]'
+FIRST_LABEL = "(index_score row sm_90: max_q 1, max_block 0–64, num_reqs 1–2)"
+SECOND_LABEL = "(index_score row sm_90: max_q 1, max_block 0–64, num_reqs 3–4)"
+
+
+@pytest.mark.parametrize("old, new, at, label, field, rule", [
+    (FIRST_SCORE + ",", FIRST_SCORE + ', "colour": 1,', FIRST_SCORE, FIRST_LABEL, "colour",
+     "unknown key"),
+    ('"num_reqs": [3, 4]', '"num_reqs": [4, 4]', SECOND_SCORE.replace("[3, 4]", "[4, 4]"),
+     "(index_score row sm_90: max_q 1, max_block 0–64, num_reqs 4)", "num_reqs",
+     "gap: num_reqs 3..3"),
+    ('"num_reqs": [3, 4]', '"num_reqs": [2, 4]', SECOND_SCORE.replace("[3, 4]", "[2, 4]"),
+     "(index_score row sm_90: max_q 1, max_block 0–64, num_reqs 2–4)", "num_reqs",
+     "overlaps the row at line"),
+    (FIRST_SCORE + ', "variant": "index_score_split", "params": {"high_batch": false, '
+                   '"kv_chunks": 64',
+     FIRST_SCORE + ', "variant": "index_score_split", "params": {"high_batch": false, '
+                   '"kv_chunks": 64.5', FIRST_SCORE, FIRST_LABEL, "params.kv_chunks",
+     "must be int, bool or null, got 64.5"),
+    ('"static_chunks": true}, "source": "measured", "measured": {"winner": {"us": '
+     '{"R1 Q1 mb64": {"legacy-decode"',
+     '"static_chunks": true}, "source": "measured", "measured": {"winner": {"us": '
+     '{"R1 Q1 mb64": {"mystery-run"', FIRST_SCORE, FIRST_LABEL, "measured.winner.us.R1 Q1 mb64",
+     "run 'mystery-run' is not described in provenance.runs"),
+    ('"num_reqs": [257, null], "variant": "index_score_split", "params": {"high_batch": false, '
+     '"kv_chunks": 1, "num_stages": 3, "num_warps": 4, "static_chunks": false}, "source": '
+     '"default"',
+     '"num_reqs": [257, null], "variant": "index_score_split", "params": {"high_batch": false, '
+     '"kv_chunks": 1, "num_stages": 3, "num_warps": 4, "static_chunks": false}, "source": '
+     '"guessed"', '"num_reqs": [257, null]', "(index_score row sm_90: max_q 1, max_block 0–64, "
+     "num_reqs ≥ 257)", "source", "must be one of measured, default"),
+    ('"name": "sm_90"', '"name": "sm_91"', '"hardware"', "(hardware sm_90)", "hardware.name",
+     "the file of target 'sm_91' must be named sm_91.json"),
+    ('"vendor": "nvidia"', '"vendor": "nvidia", "vendor": "amd"', '"hardware"', "", "vendor",
+     "key given twice"),
+    ('"shape": [4096, 8], "num_tokens": [1, 1]', '"shape": [4096, 8], "num_tokens": [1, 1],',
+     '"shape": [4096, 8], "num_tokens": [1, 1]', "", None, "not valid JSON"),
+], ids=["unknown-key", "gap", "overlap", "float-param", "unknown-run", "source", "file-name",
+        "duplicate-key", "bad-json"])
+def test_errors_name_file_line_row_and_rule(text, old, new, at, label, field, rule):
+    assert old in text
+    bad = text.replace(old, new, 1)
+    with pytest.raises(SpecError) as info:
+        measured.loads(bad, SM90)
+    message = str(info.value)
+    line = _line_of(bad, at)
+    assert message.startswith(f"specs/measured/sm_90.json:{line}"), message
+    assert label in message and "spec 'measured target sm_90'" in message, message
+    if field:
+        assert f"field '{field}'" in message, message
+    assert rule in message, message
+
+
+@pytest.fixture
+def spec_copy(tmp_path):
+    dest = tmp_path / "specs"
+    shutil.copytree(os.path.join(ROOT, "specs"), dest,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+@pytest.mark.parametrize("old, new, at, expected", [
+    # a launch parameter the variant's Param refuses (found when the policy is flattened)
+    (FIRST_SCORE + ', "variant": "index_score_split", "params": {"high_batch": false, '
+                   '"kv_chunks": 64',
+     FIRST_SCORE + ', "variant": "index_score_split", "params": {"high_batch": false, '
+                   '"kv_chunks": 48', FIRST_SCORE,
+     FIRST_LABEL + ": spec 'Rule', field 'params.kv_chunks': must be a power of two, got 48"),
+    # a router tile rule of the family (split-K: block_k·split_k must divide hidden_size)
+    ('"shape": [3072, 256], "num_tokens": [9, 16], "kernel": "splitk", "params": {"block_k": 64, '
+     '"block_m": 16, "block_n": 16, "num_stages": 3, "num_warps": 2, "split_k": 16',
+     '"shape": [3072, 256], "num_tokens": [9, 16], "kernel": "splitk", "params": {"block_k": 64, '
+     '"block_m": 16, "block_n": 16, "num_stages": 3, "num_warps": 2, "split_k": 7',
+     '"shape": [3072, 256], "num_tokens": [9, 16]',
+     "(router_gemm row sm_90: shape 3072x256, num_tokens 9–16): spec 'RouterGemmShape "
+     "router_gemm_k3072_n256', field 'launch.sm_90.split_k': bucket 9..16, kernel='splitk': "
+     "block_k·split_k = 64·7 = 448 does not divide hidden_size 3072"),
+], ids=["param-range", "router-tile"])
+def test_a_bad_value_in_a_row_is_reported_at_the_row(spec_copy, text, old, new, at, expected):
+    """Rules built from a data file carry the row's location: the registry's own checks name
+    file:line, the table, the hardware target and the bucket."""
+    path = spec_copy / "measured" / "sm_90.json"
+    assert old in text
+    bad = text.replace(old, new, 1)
+    path.write_text(bad)
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    message = str(info.value)
+    assert re.search(rf"specs/measured/sm_90\.json:{_line_of(bad, at)} ", message), message
+    assert expected in message, message
+
+
+def test_explain_and_dispatch_name_the_measured_row(capsys):
+    assert cli.main(["explain", "router_gemm", "hardware=sm_90", "shape=6144x128",
+                     "num_tokens=12", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    with open(SM90, encoding="utf-8") as f:
+        line = _line_of(f.read(), '"shape": [6144, 128], "num_tokens": [9, 16]')
+    assert info["where"] == (f"specs/measured/sm_90.json:{line} (router_gemm row sm_90: shape "
+                             f"6144x128, num_tokens 9–16)")
+    assert info["measured_row"]["source"] == "measured"
+    assert info["measured_row"]["measured"]["winner"]["us"]["M16 bf16"] == {"legacy-router": 8.13}
+    with open(os.path.join(ROOT, "generated", "DISPATCH.md"), encoding="utf-8") as f:
+        assert info["where"] in f.read()
+
+
+def test_runtime_names_devices_with_the_shared_function():
+    """generated/_runtime.py holds codegen/targets.py's device_target verbatim, and it names
+    declared targets by capability / gcn arch and new ones as the tuner would."""
+    import generated._runtime as rt
+
+    assert inspect.getsource(rt.device_target) == inspect.getsource(targets.device_target)
+    hw = rt.HARDWARE
+    assert rt.device_target(hw, "nvidia", capability=(9, 0)) == ("sm_90", True)
+    assert rt.device_target(hw, "nvidia", capability=(10, 0)) == ("sm_100", False)
+    assert rt.device_target(hw, "amd", gcn_arch="gfx950:sramecc+:xnack-") == ("gfx950", True)
+    assert rt.device_target(hw, "amd", gcn_arch="gfx942:sramecc+") == ("gfx942", False)

@@ -1,0 +1,523 @@
+"""The tuner (tools/tune/) on the CPU: a fake device and fake clocks drive the real measurement
+loops, the choice and the writer.
+
+Covered: facts from the registry, interleaved rounds, the correctness guard, writing a new
+target (a fake B200), re-tuning one half (router vs decode keep the other), refusing targets
+whose tables are hand-written (gfx950), merging fresh/used runs of two machines, the
+worst-case choice, the "within noise -> simpler candidate" rule, the used-state workload.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import tools.tune  # noqa: E402,F401  (puts tools/ on sys.path)
+from codegen import measured, registry  # noqa: E402
+from codegen.render import render_all  # noqa: E402
+from tools.tune import __main__ as cli  # noqa: E402
+from tools.tune import choose, measure, target, warm, write  # noqa: E402
+from tools.tune.space import Space, key  # noqa: E402
+
+SM90 = os.path.join(ROOT, "specs", "measured", "sm_90.json")
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return registry.load()
+
+
+@pytest.fixture(scope="module")
+def sm90(reg):
+    return Space(reg, reg.hardware["sm_90"], sms=132, quick=True)
+
+
+def facts(name, capability=None, gcn_arch=None):
+    return {"device": name, "sms": 132, "machine": "GPU-test", "driver": None,
+            "vendor": "amd" if gcn_arch else "nvidia", "capability": capability,
+            "gcn_arch": gcn_arch}
+
+
+# ---------------------------------------------------------------------------------------------
+# A fake device: launches record what they would run, the clock turns that into µs.
+
+
+def router_us(kernel, params, M):
+    """Optimum: per-expert block_k 1024, 4 warps, block_m 4 (where the bucket allows it);
+    split-K is slower below M = 9."""
+    if kernel == "splitk":
+        return 9.0 + (5 if M <= 8 else -3) + 0.3 * abs(math.log2(params["split_k"]) - 4)
+    return (5 + abs(math.log2(params["block_k"]) - 10)
+            + 0.5 * abs(math.log2(params["num_warps"]) - 2)
+            + 0.4 * abs(math.log2(params["block_m"]) - 2))
+
+
+def decode_us(variant, params, sel, R, mb):
+    """Scorer optimum: the fused single launch for R ≤ 2 at 32 chunks, 8 warps; balanced with
+    a 264-program budget for R ≤ 4; else split, 32 chunks, 8 warps, 3 stages. Selector
+    optimum: tile 128, 4 warps, 2 chunks, adaptive merge, pdl."""
+    if variant == "index_decode_fused":
+        return (3 if R <= 2 else 30) + abs(math.log2(params["kv_chunks"]) - 5) + \
+            0.5 * (params["num_warps"] != 8)
+    if variant == "index_score_balanced":
+        t = 10 + abs(params["program_budget"] - 264) / 50 - (5 if R <= 4 else -5)
+    else:
+        t = 10 + abs(math.log2(params["kv_chunks"]) - min(5, math.log2(max(8, mb))))
+    t += 0.5 * ((params["num_warps"] or 4) != 8) + 0.5 * ((params["num_stages"] or 3) != 3)
+    t += 0.4 * (params.get("static_chunks") is True)
+    t += 0.5 * (sel["topk_tile"] != 128) + 0.5 * (sel["num_warps"] != 4)
+    t += 0.4 * (not sel["adaptive_merge"]) + 0.4 * (not sel["pdl"])
+    t += 0.5 * abs(math.log2(sel["topk_chunks"]) - 1)
+    return t
+
+
+class FakeDevice:
+    """kernels.GpuDevice's interface on plain data. ``slow(kind, params) -> factor`` models a
+    state or machine; scorers with 16 chunks and 2 stages compute a wrong result."""
+
+    sms = 132
+
+    def __init__(self, slow=lambda kind, params: 1.0):
+        self.slow, self.last, self.released = slow, None, 0
+
+    def router_weight(self, K, N):
+        return (K, N)
+
+    def router_case(self, w, M, x_dtype):
+        return {"shape": w, "M": M, "x": x_dtype}
+
+    def router_call(self, case, kernel, params):
+        def fn():
+            self.last = ("router", kernel, dict(params), case["M"])
+        return fn
+
+    def router_problem(self, case, fn):
+        fn()
+        return None
+
+    def decode_case(self, R, Q, ctx):
+        return {"R": R, "Q": Q, "mb": ctx // 128}
+
+    def decode_call(self, inp, variant, params, selector):
+        def fn():
+            self.last = ("decode", variant, dict(params), dict(selector), inp["R"], inp["mb"])
+        return fn
+
+    def decode_reference(self, inp, fn):
+        fn()
+        return "reference"
+
+    def decode_problem(self, inp, ref, fn):
+        fn()
+        _, variant, params, *_ = self.last
+        if params.get("kv_chunks") == 16 and params.get("num_stages") == 2:
+            return "result differs from the default launch ['out']"
+        return None
+
+    def sampler(self, fn):
+        fn()
+        if self.last[0] == "router":
+            _, kernel, params, M = self.last
+            t = router_us(kernel, params, M) * self.slow(kernel, params)
+        else:
+            _, variant, params, sel, R, mb = self.last
+            t = decode_us(variant, params, sel, R, mb) * self.slow(variant, params)
+        return lambda n: [t] * n
+
+    def release(self):
+        self.released += 1
+
+
+def fake_run(space, dev, sections, state="fresh", machine="GPU-a", shapes=None, contexts=None):
+    """A run file as `measure` writes it, measured on the fake device."""
+    r = measure.Run(space, dev, rounds=2, per_round=1, budget_s=1e9, say=lambda *a: None)
+    if "decode" in sections:
+        r.decode(contexts)
+    if "router" in sections:
+        r.router(shapes)
+    return json.loads(json.dumps({
+            "format": cli.RUN_FORMAT,
+            "target": {"name": space.target.name, "declared": space.target.name != "sm_100",
+                       "hardware": target.hardware_dict(space.target)},
+            "run": {"state": state, "machine": machine, "date": "2000-01-01 00:00:00 UTC",
+                    "device": "FAKE", "driver": None, "torch": "0", "triton": "0", "sms": 132,
+                    "command": "fake"},
+            "sections": sorted(sections), "points": r.points, "planned": r.planned,
+            "skipped": r.skipped, "errors": r.errors}))  # as read back from its file
+
+
+@pytest.fixture
+def spec_copy(tmp_path):
+    dest = tmp_path / "specs"
+    shutil.copytree(os.path.join(ROOT, "specs"), dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+# ---------------------------------------------------------------------------------------------
+# space: facts from the registry
+
+
+def test_space_takes_its_facts_from_the_registry(reg, sm90):
+    router = {a.name: a for a in reg.policies["router_gemm"].axes}
+    assert sm90.max_tokens == router["num_tokens"].hi == 32
+    assert sm90.shapes == sorted(router["shape"].values)
+    assert sm90.token_buckets[-1][1] == sm90.max_tokens
+    assert sm90.order["index_score_split"] == tuple(
+        p.name for p in reg.variants["index_score_split"].params)
+    assert (sm90.block, sm90.head_dim, sm90.topk) == (128, 128, 16)
+    # every candidate is a legal launch of its variant; the default and current rows compete
+    for shape, (lo, hi), _ in sm90.router_buckets([(6144, 128)]):
+        cands = sm90.router_candidates(*shape, lo, hi)
+        for kernel, params in cands:
+            name = f"router_gemm{'_splitk' if kernel == 'splitk' else ''}_k6144_n128"
+            reg.variants[name].check_params(reg.variants[name], "params", params)
+        bucket = {"shape": shape, "num_tokens": (lo, hi)}
+        keys = {key(*c) for c in cands}
+        assert key(*sm90.default("router_gemm", bucket)) in keys
+        assert key(*sm90.current("router_gemm", bucket)) in keys
+    for point in sm90.decode_points([131072]):
+        for variant, params in sm90.scorer_candidates_at(*point) + \
+                sm90.selector_candidates_at(*point):
+            reg.variants[variant].check_params(reg.variants[variant], "params", params)
+
+
+def test_amd_targets_are_offered_no_tf32x3_or_pdl(reg):
+    hw, declared = target.target_of(facts("AMD Instinct MI300X", gcn_arch="gfx942:sramecc+"),
+                                    reg.hardware)
+    assert (hw.name, declared, hw.aliases) == ("gfx942", False, ("mi300x",))
+    space = Space(reg, hw, sms=304, quick=True)
+    assert not any(p.get("tf32x3") for s, b, _ in space.router_buckets([(6144, 128)])
+                   for _, p in space.router_candidates(*s, *b))
+    assert not any(p["pdl"] for p in (c[1] for c in space.selector_candidates(1024)))
+
+
+def test_hand_written_targets_are_refused(reg):
+    with pytest.raises(SystemExit, match="'gfx950'.*written by hand"):
+        target.target_of(facts("AMD Instinct MI355X", gcn_arch="gfx950"), reg.hardware)
+    with pytest.raises(SystemExit, match="'generic'.*written by hand"):
+        write.refuse_hand_written(reg, "generic")
+    write.refuse_hand_written(reg, "sm_90")  # measured: fine
+    hw, declared = target.target_of(facts("NVIDIA H200", (9, 0)), reg.hardware)
+    assert (hw.name, declared) == ("sm_90", True)
+
+
+# ---------------------------------------------------------------------------------------------
+# measurement
+
+
+def test_interleaved_rounds_rotate_the_order():
+    calls = []
+
+    def sampler(name, t):
+        def sample(n):
+            calls.append(name)
+            return [t] * n
+        return sample
+
+    got = measure.interleave({k: sampler(k, i) for i, k in enumerate("abc")}, rounds=4,
+                             per_round=3)
+    assert calls == list("abc" "bca" "cab" "abc")
+    assert got == {"a": [0] * 4, "b": [1] * 4, "c": [2] * 4}
+
+
+def test_measure_and_choose_find_the_fake_optimum(sm90):
+    dev = FakeDevice()
+    run = fake_run(sm90, dev, {"router", "decode"}, shapes=[(6144, 128)], contexts=[8192])
+    rejected = [c for p in run["points"] for c in p["candidates"] if "rejected" in c]
+    assert rejected and all(c["params"]["kv_chunks"] == 16 and c["params"]["num_stages"] == 2
+                            for c in rejected)
+    assert dev.released >= len(sm90.decode_points([8192]))  # inputs freed between points
+    timed = [c for p in run["points"] for c in p["candidates"] if "us" in c]
+    assert all(c["rounds"] and len(c["rounds"]) == 2 for c in timed)
+    rows, report, labels = choose.choose([run], sm90)
+    assert labels == ["fresh@GPU-a"] and not any(line.startswith("  keep") for line in report)
+    by = {json.dumps({a: v for a, v in r.items() if a in ("shape", "num_tokens", "max_q",
+                                                          "max_block", "num_reqs",
+                                                          "rows_x_heads")}): r for r in rows}
+    # router: 2 token buckets; scorer: 4 request buckets × 2 Qmax buckets; selector: the rows ·
+    # heads buckets of R·Q ∈ {1, 4, 16, 64, 256}
+    assert len(by) == len(rows) == 2 + 4 * 2 + 5
+    for row in rows:
+        p = row["params"]
+        if "shape" in row:
+            assert (row["kernel"], p["block_k"], p["num_warps"]) == ("per_expert", 1024, 4)
+            assert p["block_m"] == min(4, row["num_tokens"][1])
+        elif "num_reqs" in row:
+            lo, hi = row["num_reqs"]
+            want = "index_decode_fused" if hi <= 2 else (
+                "index_score_balanced" if hi <= 4 else "index_score_split")
+            assert row["variant"] == want, row
+            if want == "index_score_balanced":
+                assert p["program_budget"] == 264
+        else:
+            # 64 blocks fit one 128 tile: one chunk, so no merge to adapt
+            assert (p["topk_tile"], p["num_warps"], p["topk_chunks"], p["adaptive_merge"],
+                    p["pdl"]) == (128, 4, 1, False, True), row
+        assert row["measured"]["rule"] == "fastest"
+
+
+def test_a_failing_point_is_recorded_and_the_others_measured(sm90):
+    class Flaky(FakeDevice):
+        def decode_case(self, R, Q, ctx):
+            if R == 16:
+                raise RuntimeError("CUDA out of memory (fake)")
+            return super().decode_case(R, Q, ctx)
+
+    run = fake_run(sm90, Flaky(), {"decode"}, contexts=[8192])
+    assert sorted(run["errors"]) == ["decode R=16 Q=1 mb=64: RuntimeError: CUDA out of memory "
+                                     "(fake)", "decode R=16 Q=4 mb=64: RuntimeError: CUDA out "
+                                     "of memory (fake)"]
+    assert len(run["points"]) == 2 * (len(sm90.decode_points([8192])) - 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# choice: worst case over states and machines, noise rule
+
+
+def _point(table, bucket, rep, cands, spread=0.0):
+    ck = choose.CHOICE_KEY[table]
+    return {"table": table, "buckets": [bucket], "rep": rep,
+            "candidates": [{ck: c, "params": p, "us": us,
+                            "rounds": [us * (1 - spread), us, us * (1 + spread)]}
+                           for c, p, us in cands]}
+
+
+def _synthetic(state, machine, table, bucket, times: dict, spread=0.0):
+    """A run with one bucket: times = {(choice, params json): {rep: µs}}."""
+    reps = sorted({r for t in times.values() for r in t})
+    points = [_point(table, bucket, rep, [(c, json.loads(p), t[rep]) for (c, p), t in
+                                          times.items()], spread) for rep in reps]
+    return {"format": cli.RUN_FORMAT, "target": {"name": "sm_90", "declared": True},
+            "run": {"state": state, "machine": machine, "sms": 132},
+            "sections": ["decode" if table != "router_gemm" else "router"], "points": points}
+
+
+R64 = {"max_q": [1, 1], "max_block": [257, 65534], "num_reqs": [33, 64]}
+
+
+def _split(chunks, static, warps=4, stages=3):
+    return json.dumps(dict(kv_chunks=chunks, high_batch=False, static_chunks=static,
+                           num_warps=warps, num_stages=stages))
+
+
+def test_states_and_machines_merge_and_the_worst_case_wins(sm90):
+    """The issue's R64 128k Q1 case: ours 492 µs fresh but 555 used; a steadier candidate
+    512 / 521 wins by the worst case; every state × machine is recorded under its label."""
+    fast_fresh = ("index_score_split", _split(128, True))
+    steady = ("index_score_split", _split(256, False, 4, 2))
+    default = ("index_score_split", json.dumps(dict(kv_chunks=8, high_batch=False,
+                                                    static_chunks=False, num_warps=None,
+                                                    num_stages=None)))
+    runs = []
+    for machine, scale in (("GPU-a", 1.0), ("GPU-b", 1.02)):
+        for state, ours, theirs in (("fresh", 492, 512), ("used", 555, 521)):
+            runs.append(_synthetic(state, machine, "index_score", R64, {
+                fast_fresh: {"R64 Q1 mb1024": ours * scale},
+                steady: {"R64 Q1 mb1024": theirs * scale},
+                default: {"R64 Q1 mb1024": 600 * scale}}))
+    rows, report, labels = choose.choose(runs, sm90)
+    assert labels == ["fresh@GPU-a", "used@GPU-a", "fresh@GPU-b", "used@GPU-b"]
+    (row,) = rows
+    assert row["params"]["kv_chunks"] == 256 and row["measured"]["rule"] == "fastest"
+    us = row["measured"]["winner"]["us"]["R64 Q1 mb1024"]
+    assert us == {"fresh@GPU-a": 512, "used@GPU-a": 521, "fresh@GPU-b": 522.24,
+                  "used@GPU-b": 531.42}
+    runner = row["measured"]["runner_up"]
+    assert runner["params"]["kv_chunks"] == 128 and runner["us"]["R64 Q1 mb1024"][
+        "used@GPU-a"] == 555
+    assert row["measured"]["winner"]["worst"] == round(512 / 492, 4)
+    # a bucket one of the runs did not measure keeps its row
+    runs[3]["points"] = []
+    rows, report, _ = choose.choose(runs, sm90)
+    assert rows == [] and "not measured by used@GPU-b" in report[0]
+
+
+def test_runs_split_by_context_each_decide_their_own_buckets(sm90):
+    """Decode measured in separate calls per context (fresh + used each, two machines): every
+    bucket is decided by the four runs that planned it; the guard for robustness is quiet."""
+    runs = [fake_run(sm90, FakeDevice(), {"decode"}, state=state, machine=machine,
+                     contexts=[ctx])
+            for ctx in (8192, 131072) for machine in ("GPU-a", "GPU-b")
+            for state in ("fresh", "used")]
+    rows, report, labels = choose.choose(runs, sm90)
+    assert not [line for line in report if line.startswith("  keep")], report
+    assert {r["max_block"][0] for r in rows} == {0, 257, 1025}
+    for row in rows:
+        assert len(next(iter(row["measured"]["winner"]["us"].values()))) == 4
+    assert choose.coverage_warning(runs) is None
+    assert choose.coverage_warning(runs[:1]) == "not robust yet: missing a used run, a second " \
+                                                "machine"
+
+
+def test_within_noise_the_simpler_candidate_is_kept(sm90):
+    """0.5 % faster than the default row: the default is kept (rule 'simpler within noise',
+    the faster one is the runner-up); 3 % faster: it wins; 3 % within 6 % round-to-round
+    noise: the default is kept again."""
+    bucket = {"max_q": [2, 8], "max_block": [0, 64], "num_reqs": [9, 11]}
+    default = ("index_score_split", json.dumps(dict(kv_chunks=32, high_batch=False,
+                                                    static_chunks=False, num_warps=None,
+                                                    num_stages=None)))
+    assert sm90.default("index_score", {a: tuple(v) for a, v in bucket.items()}) == \
+        (default[0], json.loads(default[1]))
+    fancy = ("index_score_split", _split(16, True))
+    for gain, spread, kept in ((0.005, 0.0, True), (0.03, 0.0, False), (0.03, 0.03, True)):
+        run = _synthetic("fresh", "GPU-a", "index_score", bucket, {
+            default: {"R11 Q4 mb64": 100.0}, fancy: {"R11 Q4 mb64": 100.0 * (1 - gain)}},
+            spread)
+        (row,), _, _ = choose.choose([run], sm90)
+        m = row["measured"]
+        assert (row["params"]["kv_chunks"] == 32) == kept, (gain, spread, row)
+        assert m["rule"] == ("simpler within noise" if kept else "fastest")
+        assert m["runner_up"]["params"]["kv_chunks"] == (16 if kept else 32)
+        assert m["noise"] == (0.01 if not spread else round(2 * 0.03, 4))
+
+
+def test_run_labels_stay_unique_across_tunes():
+    run = {"run": {"state": "fresh", "machine": "GPU-a", "date": "d2"}}
+    assert choose.run_labels([run, run]) == ["fresh@GPU-a", "fresh@GPU-a#2"]
+    # the data file already holds an older fresh@GPU-a: the new run gets its own label, the
+    # same run chosen again keeps its label
+    older = {"fresh@GPU-a": {"state": "fresh", "machine": "GPU-a", "date": "d1"}}
+    assert choose.run_labels([run], older) == ["fresh@GPU-a#2"]
+    assert choose.run_labels([run], {"fresh@GPU-a": run["run"]}) == ["fresh@GPU-a"]
+
+
+def test_simpler_means_default_then_kernel_then_features_then_grid():
+    d = ("index_score_split", {"kv_chunks": 8, "static_chunks": False, "num_warps": None})
+    cands = [("index_decode_fused", {"kv_chunks": 8}),
+             ("index_score_split", {"kv_chunks": 64, "static_chunks": True, "num_warps": 4}),
+             ("index_score_split", {"kv_chunks": 64, "static_chunks": False, "num_warps": 4}),
+             ("index_score_split", {"kv_chunks": 16, "static_chunks": False, "num_warps": 4}),
+             d]
+    order = sorted(cands, key=lambda c: choose.simplicity(c, d))
+    assert order == [cands[4], cands[3], cands[2], cands[1], cands[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# writing: a new target, one half of a measured one
+
+
+def test_a_new_target_is_written_and_loads(reg, spec_copy):
+    """A B200 (capability 10.0) is the new target sm_100: its data file (hardware facts,
+    measured and default rows) is written into specs/, loads through the registry next to
+    the others, and the generated runtime detects it."""
+    hw, declared = target.target_of(facts("NVIDIA B200", (10, 0)), reg.hardware)
+    assert (hw.name, declared, hw.aliases) == ("sm_100", False, ("sm100", "b200"))
+    space = Space(reg, hw, sms=148, quick=True)
+    assert not space.measured_here and space.current("router_gemm", {
+        "shape": (6144, 128), "num_tokens": (1, 1)}) is None
+    run = fake_run(space, FakeDevice(), {"router", "decode"}, shapes=[(6144, 128)],
+                   contexts=[131072])
+    rows, _, labels = choose.choose([run], space)
+    data = write.update(write.skeleton(space, hw), rows, [run], labels, "test", "now", 0.01)
+    path = write.write(data, rows, str(spec_copy))
+    assert path == str(spec_copy / "measured" / "sm_100.json")
+    new = measured.load_file(path)
+    sources = {r.source for t in new.tables.values() for r in t}
+    assert sources == {"measured", "default"}
+    assert new.provenance["runs"] == {"fresh@GPU-a": run["run"]}
+    assert new.provenance["tunes"][0]["sections"] == ["decode", "router"]
+    new_reg = registry.load(str(spec_copy))
+    assert set(new_reg.hardware) == {"gfx950", "sm_90", "sm_100", "generic"}
+    runtime = render_all(new_reg)["_runtime.py"]
+    assert '"sm_100": ("nvidia", None, (10, 0))' in runtime
+
+
+def _rows_text(path, table):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    start = lines.index(f'  "{table}": [')
+    return lines[start:lines.index("  ],", start) if "  ]," in lines[start:] else None]
+
+
+def test_retuning_one_half_keeps_the_other(sm90, spec_copy, capsys):
+    """`choose --write` with router-only runs replaces the router rows they measured and
+    keeps every decode row (and its provenance) byte for byte; then decode-only runs keep the
+    router rows the first tune wrote."""
+    path = spec_copy / "measured" / "sm_90.json"
+    before = {t: _rows_text(path, t) for t in ("index_score", "index_topk")}
+    runs = []
+    for state, slow in (("fresh", 1.0), ("used", 1.1)):
+        run = fake_run(sm90, FakeDevice(lambda k, p, s=slow: s), {"router"}, state=state,
+                       shapes=[(4096, 8)])
+        runs.append(tmp := spec_copy.parent / f"router_{state}.json")
+        tmp.write_text(json.dumps(run))
+    assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
+    out = capsys.readouterr().out
+    assert "wrote" in out and "router_gemm shape 4096x8, num_tokens 1:" in out
+    after = measured.load_file(str(path))
+    for table in ("index_score", "index_topk"):
+        assert _rows_text(path, table) == before[table]
+    new_router = [r for r in after.rows("router_gemm") if r.source == "measured"
+                  and "fresh@GPU-a" in str(r.measured)]
+    assert {r.when["shape"] for r in new_router} == {(4096, 8)}
+    assert all(set(r.measured["winner"]["us"]["M1 bf16"]) == {"fresh@GPU-a", "used@GPU-a"}
+               for r in new_router if r.when["num_tokens"] == (1, 1))
+    assert {"legacy-decode", "legacy-router", "fresh@GPU-a", "used@GPU-a"} == \
+        set(after.provenance["runs"])
+    # the decode half, written through the same functions: the new router rows stay
+    router_before = _rows_text(path, "router_gemm")
+    space = Space(registry.load(str(spec_copy)), sm90.target, sms=132, quick=True)
+    run = fake_run(space, FakeDevice(), {"decode"}, contexts=[8192])
+    rows, _, labels = choose.choose([run], space)
+    data = write.update(measured.read(str(path)), rows, [run], labels, "test", "now", 0.01)
+    write.write(data, rows, str(spec_copy))
+    assert _rows_text(path, "router_gemm") == router_before
+    assert _rows_text(path, "index_score") != before["index_score"]
+
+
+def test_measure_command_records_a_run_choose_accepts(sm90, tmp_path):
+    """`measure --state used` (the device replaced by the fake): warm-up, then the used
+    workload, then the measurement, written as a run file that `choose` merges."""
+    out = tmp_path / "run.json"
+    argv = ["measure", "--out", str(out), "--sections", "router", "--state", "used",
+            "--shapes", "4096x8", "--rounds", "2", "--per-round", "1", "--machine", "box-b"]
+    steps = []
+    env = {"date": "now", "torch": "0", "triton": "0", "l2_flush": "read"}
+    rc = cli.record_run(cli.parse_args(argv), argv, sm90, FakeDevice(),
+                        facts("NVIDIA H200", (9, 0)), True, env,
+                        warm_up=lambda *a: steps.append("warm") or {"skipped": True},
+                        used=lambda n, d: steps.append(f"used {n}") or "bench x20")
+    assert rc == 0 and steps == ["warm", "used 20"]
+    run = json.loads(out.read_text())
+    assert run["run"]["state"] == "used" and run["run"]["used_workload"] == "bench x20"
+    assert {p["buckets"][0]["shape"] == [4096, 8] for p in run["points"]} == {True}
+    rows, _, labels = choose.choose([run], sm90)
+    assert labels == ["used@box-b"] and len(rows) == 2
+
+
+def test_used_state_runs_the_bench_scenarios_first(tmp_path):
+    got = []
+    command = measure.used_state(20, str(tmp_path), bench_main=got.append)
+    assert got == [["--out", str(tmp_path / "used_state_bench"), "--skip-router",
+                    "--decode-limit", "20"]]
+    assert command.startswith("tools/bench.py --out")
+
+
+def test_warm_up_groups_cover_each_compile_once(sm90):
+    groups = warm.warm_groups(sm90, ["router", "decode"], shapes=[(6144, 128)],
+                              contexts=[8192])
+    tasks = [repr(t) for g in groups for t in g]
+    assert len(tasks) == len(set(tasks)) and tasks
+    kernels = {t[4] for g in groups for t in g if t[0] == "router"}
+    assert kernels == {"per_expert", "splitk"}
+    assert any(t[0] == "decode" for g in groups for t in g)
+
+
+def test_command_line():
+    args = cli.parse_args(["measure", "--out", "x.json", "--sections", "router",
+                           "--state", "used", "--contexts", "131072", "--shapes", "6144x128"])
+    assert (args.sections, args.state, args.contexts, args.shapes) == (
+        ["router"], "used", (131072,), [(6144, 128)])
+    with pytest.raises(SystemExit):
+        cli.parse_args(["measure", "--out", "x.json", "--sections", "scorer"])
+    args = cli.parse_args(["choose", "a.json", "b.json", "--write"])
+    assert args.runs == ["a.json", "b.json"] and args.write

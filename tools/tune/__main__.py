@@ -1,0 +1,207 @@
+"""python3 -m tools.tune — measure launch tables on a device, choose rows, write them as data.
+
+    # on the device (each: one process = one run file; ~3.5 min router, decode by context)
+    python3 -m tools.tune measure --sections router --out DIR/router_fresh.json
+    python3 -m tools.tune measure --sections router --state used --out DIR/router_used.json
+    # anywhere (CPU is fine): merge runs of both states and of several machines, write
+    python3 -m tools.tune choose DIR/*.json            # dry run: report + verification
+    python3 -m tools.tune choose DIR/*.json --write    # specs/measured/<target>.json
+    codegen regenerate
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+if __package__ in (None, ""):  # `python3 tools/tune` — run as the package instead
+    sys.exit("run the tuner as a module from the repository root: python3 -m tools.tune ...")
+
+from . import ROOT  # noqa: E402  (sets sys.path for tools/common.py)
+
+import common  # noqa: E402
+
+RUN_FORMAT = "kspec-tune-run/1"
+SECTIONS = ("router", "decode")
+
+
+def _shapes(text):
+    return [tuple(int(v) for v in s.split("x")) for s in text.split(",")]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python3 -m tools.tune",
+                                description=__doc__.split("\n\n")[0].split(" — ")[1])
+    sub = p.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure", help="measure this device (one run file)")
+    m.add_argument("--out", required=True, help="run file to write (JSON)")
+    m.add_argument("--sections", default="router,decode",
+                   help="comma list of router, decode (default both)")
+    m.add_argument("--state", choices=("fresh", "used"), default="fresh",
+                   help="used: first run tools/bench.py's first --used-scenarios decode "
+                        "scenarios in this process")
+    m.add_argument("--used-scenarios", type=int, default=20)
+    m.add_argument("--machine", help="machine label in the data file (default: the GPU's UUID)")
+    m.add_argument("--rounds", type=int, default=5, help="interleaved rounds per bucket")
+    m.add_argument("--per-round", type=int, default=3, help="replays per candidate per round")
+    m.add_argument("--quick", action="store_true", help="a small sanity subset")
+    m.add_argument("--budget-s", type=float, default=480.0,
+                   help="stop timing after this many seconds, not counting the compile "
+                        "warm-up and the used workload (the rest is recorded as skipped; "
+                        "choose keeps those buckets' rows)")
+    m.add_argument("--jobs", type=int, default=None, help="compile workers (0: none)")
+    m.add_argument("--shapes", type=_shapes, default=None,
+                   help="router weight shapes only, e.g. 6144x128,3072x256")
+    m.add_argument("--contexts", type=common.int_list, default=None,
+                   help="decode contexts (tokens) only, e.g. 131072")
+    c = sub.add_parser("choose", help="choose rows from run files; --write writes them")
+    c.add_argument("runs", nargs="+", help="run files of `measure` (states, machines)")
+    c.add_argument("--write", action="store_true", help="write specs/measured/<target>.json")
+    c.add_argument("--noise", type=float, default=None,
+                   help="noise floor (relative; default choose.NOISE_FLOOR)")
+    c.add_argument("--specs", default=os.path.join(ROOT, "specs"), help="spec directory")
+    args = p.parse_args(argv)
+    if args.command == "measure":
+        args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+        if not args.sections or set(args.sections) - set(SECTIONS):
+            p.error(f"--sections: a comma list of {', '.join(SECTIONS)}")
+    return args
+
+
+def measure(args, argv) -> int:
+    """On the GPU: name the device's target, then record_run with the real device."""
+    common.setup(False)
+    import torch
+
+    from codegen import registry
+
+    from . import target
+    from .kernels import GpuDevice
+    from .space import Space
+
+    if not torch.cuda.is_available():
+        sys.exit("tune measure: needs a GPU (the CPU tests drive the tuner with a fake device)")
+    reg = registry.load()
+    facts = target.device_facts(torch)
+    hw, declared = target.target_of(facts, reg.hardware)
+    space = Space(reg, hw, facts["sms"], args.quick)
+    return record_run(args, argv, space, GpuDevice(space), facts, declared,
+                      common.env_info(False))
+
+
+def record_run(args, argv, space, dev, facts, declared, env, warm_up=None, used=None) -> int:
+    """Warm up, put the process in its state, measure, write the run file (every 30 s too, so
+    a run cut off by the device's time limit still leaves what it measured)."""
+    from . import measure as measure_mod, target, warm
+
+    warm_up = warm.warm if warm_up is None else warm_up
+    used = measure_mod.used_state if used is None else used
+    hw = space.target
+    run = {"format": RUN_FORMAT,
+           "target": {"name": hw.name, "declared": declared, "hardware": target.hardware_dict(hw)},
+           "run": {"state": args.state, "machine": args.machine or facts["machine"] or "unknown",
+                   "date": env["date"], "device": facts["device"], "driver": facts["driver"],
+                   "torch": env["torch"], "triton": env["triton"], "cuda": env.get("cuda"),
+                   "l2_flush": env["l2_flush"], "sms": facts["sms"], "rounds": args.rounds,
+                   "per_round": args.per_round, "quick": args.quick,
+                   "command": "python3 -m tools.tune " + " ".join(argv)},
+           "sections": args.sections, "points": [], "skipped": [], "errors": []}
+    common.say(f"tune: {facts['device']} ({facts['sms']} SMs) = target {hw.name}"
+               f"{'' if declared else ' (new)'}; state {args.state}, machine "
+               f"{run['run']['machine']}; {args.rounds} rounds × {args.per_round} replays; "
+               f"tf32x3 {'yes' if space.tf32x3 else 'no'}, pdl {'yes' if space.pdl else 'no'}")
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(out_dir, exist_ok=True)
+    run["warm"] = warm_up(space, args.sections, args.jobs, max(60.0, 0.5 * args.budget_s),
+                          args.shapes, args.contexts)
+    if args.state == "used":
+        t = time.time()
+        run["run"]["used_workload"] = used(args.used_scenarios, out_dir)
+        common.say(f"   used state: {run['run']['used_workload']} [{time.time() - t:.0f}s]")
+    r = measure_mod.Run(space, dev, rounds=args.rounds, per_round=args.per_round,
+                        budget_s=args.budget_s)
+    saved = [0.0]
+
+    def save(final=False):
+        if final or time.time() - saved[0] > 30:
+            saved[0] = time.time()
+            run.update(points=r.points, planned=r.planned, skipped=r.skipped,
+                       errors=r.errors, elapsed_s=time.time() - r.t0)
+            common.write_json(args.out, run, indent=None)
+
+    r.progress = save
+    for section, go in (("decode", lambda: r.decode(args.contexts)),
+                        ("router", lambda: r.router(args.shapes))):
+        if section in args.sections:
+            try:
+                go()
+            except Exception as e:  # noqa: BLE001 - keep what the other section measured
+                import traceback
+
+                traceback.print_exc()
+                r.errors.append(f"{section}: {type(e).__name__}: {e}")
+    save(final=True)
+    common.say(f"run file: {args.out} ({len(r.points)} points, {len(r.skipped)} skipped, "
+               f"{len(r.errors)} errors)")
+    return 2 if r.errors else 0
+
+
+def choose(args, argv, say=common.say) -> int:
+    from codegen import measured, registry
+
+    from . import choose as choose_mod, target, write
+    from .space import Space
+
+    runs = []
+    for path in args.runs:
+        with open(path, encoding="utf-8") as f:
+            run = json.load(f)
+        if run.get("format") != RUN_FORMAT:
+            sys.exit(f"tune choose: {path} is not a run file of `measure` ({RUN_FORMAT})")
+        runs.append(run)
+    names = {run["target"]["name"] for run in runs}
+    if len(names) != 1:
+        sys.exit(f"tune choose: the runs measured different targets: {sorted(names)}")
+    name = names.pop()
+    reg = registry.load(args.specs)
+    write.refuse_hand_written(reg, name)
+    hw = reg.hardware.get(name) or target.hardware_from(runs[0]["target"]["hardware"])
+    space = Space(reg, hw, runs[0]["run"]["sms"] or 132)
+    noise = choose_mod.NOISE_FLOOR if args.noise is None else args.noise
+    path = write.data_file(name, args.specs)
+    data = measured.read(path) if os.path.exists(path) else write.skeleton(space, hw)
+    rows, report, labels = choose_mod.choose(runs, space, noise, data["provenance"]["runs"])
+    say(f"tune choose: target {name}; runs " + ", ".join(labels))
+    if choose_mod.coverage_warning(runs):
+        say(f"WARNING {choose_mod.coverage_warning(runs)} (README: How to tune a GPU)")
+    for line in report:
+        say(line)
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    command = "python3 -m tools.tune choose " + " ".join(
+        os.path.basename(a) if a in args.runs else a for a in argv[1:])
+    write.update(data, rows, runs, labels, command, date, noise)
+    if not rows:
+        say("tune choose: no bucket could be chosen; nothing to write")
+        return 1
+    if args.write:
+        written = write.write(data, rows, args.specs)
+        say(f"wrote {os.path.relpath(written, ROOT)} ({len(rows)} rows chosen); now "
+            f"`codegen regenerate` and review generated/DISPATCH.md")
+    else:
+        write.verify(data, rows, args.specs)
+        say(f"dry run: {len(rows)} rows chosen, the file loads; --write writes "
+            f"{os.path.relpath(path, ROOT)}")
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    return measure(args, argv) if args.command == "measure" else choose(args, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

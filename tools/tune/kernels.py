@@ -1,0 +1,125 @@
+"""The tuner's view of a GPU: inputs, launches of the generated kernels with explicit launch
+parameters, correctness checks, and timing (CUDA-graph replay with L2 flushed, tools/common.py).
+
+`measure.py` only talks to a device through these methods, so the CPU tests drive it with a
+fake device (tests/test_tune.py) and this module is the GPU-only part.
+"""
+from __future__ import annotations
+
+import importlib
+
+import common  # tools/common.py
+
+
+class GpuDevice:
+    """One CUDA/ROCm device. ``space`` gives the decode shape (head_dim, topk, block size)."""
+
+    def __init__(self, space, device="cuda"):
+        import torch
+
+        self.torch, self.space = torch, space
+        self.device = torch.device(device)
+        self.sms = common.num_sms(False)
+        self._moe = importlib.import_module("generated.moe_router")
+        self._decode = importlib.import_module("generated.decode_indexer").index_decode_with_launch
+
+    # -- router ----------------------------------------------------------------------------
+    def router_weight(self, K, N):
+        g = self.torch.Generator(device=self.device).manual_seed(11 + K + N)
+        return self.torch.randn((N, K), generator=g, device=self.device) * K ** -0.5
+
+    def router_case(self, w, M, x_dtype):
+        torch = self.torch
+        g = torch.Generator(device=self.device).manual_seed(7 * M)
+        x = torch.randn((M, w.shape[1]), generator=g, device=self.device)
+        x = x.to(torch.bfloat16 if x_dtype == "bf16" else torch.float32)
+        return {"x": x, "w": w, "want": torch.nn.functional.linear(x.float(), w),
+                "out": torch.empty((M, w.shape[0]), device=self.device)}
+
+    def router_call(self, case, kernel, params):
+        launch = (self._moe.launch_router_gemm_splitk if kernel == "splitk"
+                  else self._moe.launch_router_gemm)
+        return lambda: launch(case["x"], case["w"], case["out"], **params)
+
+    def router_problem(self, case, fn):
+        """Run ``fn`` once on a poisoned output; why its result is unusable (None: right)."""
+        case["out"].fill_(float("nan"))
+        fn()
+        got, want = case["out"], case["want"]
+        err = float((got - want).norm() / want.norm())
+        if not err < 1e-4:
+            return f"wrong result (relative error {err:.2e})"
+        clear = True
+        for counter in self._moe._COUNTERS.values():  # split-K arrival counters
+            if bool(counter.any()):
+                counter.zero_()
+                clear = False
+        return None if clear else "split-K counter left non-zero"
+
+    # -- decode ----------------------------------------------------------------------------
+    def decode_case(self, R, Q, ctx, seed=0):
+        """Uniform context ``ctx`` per request on random distinct pages (as tools/bench.py)."""
+        torch, sp = self.torch, self.space
+        g = torch.Generator().manual_seed(seed + 31 * R + Q)
+        mb = common.cdiv(ctx, sp.block)
+        num_pages = R * mb + 16
+        bt = torch.randperm(num_pages, generator=g).to(torch.int32)[:R * mb].view(R, mb)
+        attn = torch.randperm(num_pages, generator=g)[:R * mb].to(torch.int32).view(R, mb)
+        dg = torch.Generator(device=self.device).manual_seed(seed + 3)
+        total_q, dev = R * Q, self.device
+        return {
+            "R": R, "Q": Q, "ctx": ctx,
+            "idx_q": torch.randn((total_q, 1, sp.head_dim), generator=dg,
+                                 device=dev).to(torch.bfloat16),
+            "cache": torch.randn((num_pages, sp.block, sp.head_dim), generator=dg, device=dev,
+                                 dtype=torch.bfloat16),
+            "block_table": bt.contiguous().to(dev),
+            "seq_lens": torch.full((R,), ctx, dtype=torch.int32, device=dev),
+            "attn_table": attn.contiguous().to(dev),
+            "out": torch.full((1, total_q, sp.topk), -7, dtype=torch.int32, device=dev),
+            "table": torch.full((total_q, sp.topk * 8), -7, dtype=torch.int32, device=dev),
+            "ctx_out": torch.full((total_q,), -7, dtype=torch.int32, device=dev),
+            "counter": torch.zeros((1, total_q), dtype=torch.int32, device=dev),
+        }
+
+    def decode_call(self, inp, variant, params, selector):
+        sel = None if variant == "index_decode_fused" else dict(selector)  # fused selects itself
+        score = {"variant": variant, **params}
+
+        def fn():
+            return self._decode(score, sel, inp["idx_q"], inp["cache"], inp["block_table"],
+                                inp["seq_lens"], inp["ctx"], self.space.topk, 0, 1, 1, inp["Q"],
+                                inp["Q"], inp["out"], attention_block_table=inp["attn_table"],
+                                sparse_block_table_out=inp["table"],
+                                sparse_context_lens_out=inp["ctx_out"], block_page_stride=8,
+                                completion_counter=inp["counter"])
+        return fn
+
+    def decode_reference(self, inp, fn):
+        fn()
+        return tuple(inp[k].clone() for k in ("out", "table", "ctx_out"))
+
+    def decode_problem(self, inp, ref, fn):
+        """Run ``fn`` once on poisoned outputs; why its result is unusable (None: identical to
+        the reference, bit for bit: every scorer computes the same scores)."""
+        inp["counter"].zero_()
+        for k in ("out", "table", "ctx_out"):
+            inp[k].fill_(-7)
+        fn()
+        wrong = [k for k, want in zip(("out", "table", "ctx_out"), ref)
+                 if not self.torch.equal(inp[k], want)]
+        if wrong:
+            return f"result differs from the default launch {wrong}"
+        if int(inp["counter"].abs().sum()) != 0:
+            return "completion counter not returned to zero"
+        return None
+
+    # -- timing ----------------------------------------------------------------------------
+    def sampler(self, fn):
+        """Capture ``fn`` once in a CUDA graph; the sampler times n replays (L2 flushed before
+        each, common.replay_times) and returns their µs."""
+        graph = common.capture_graph(fn, warmup=1)
+        return lambda n: common.replay_times(graph.replay, n)
+
+    def release(self):
+        common.free_memory(collect=True)

@@ -1,0 +1,205 @@
+"""Measurement: every candidate of a bucket timed in interleaved rounds, written as one run file.
+
+A run is one process on one machine in one state:
+
+* ``fresh``: nothing ran in the process before the tuner; each decode point's inputs are
+  allocated after the previous point's were freed and returned to the driver;
+* ``used``: the same after tools/bench.py's first decode scenarios ran in this process (the
+  bench allocates, times and frees each one), as happens before a bench's 128k rows — the
+  state in which sm_90's R64 128k Q1 row took 555 µs instead of 492 (NOTES.md, issue 12).
+
+Within a bucket, every (candidate, representative) is checked once against the reference
+result, captured once in a CUDA graph, then timed in ``rounds`` rounds: each round takes
+``per_round`` L2-flushed replays of every candidate (its median is the round's value), in an
+order rotated by one step per round, so slow drift and a neighbour's after-effects spread over
+all candidates instead of favouring the ones that happened to run early. A candidate's time
+is the median of its rounds; the rounds themselves are kept (`choose` derives the noise from
+them). ``python3 -m tools.tune choose`` merges runs of several states and machines.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import common  # tools/common.py
+
+
+def interleave(samplers: dict, rounds: int, per_round: int) -> dict:
+    """key -> [round medians]: every sampler once per round, starting one key later each
+    round (rotation), ``per_round`` samples each."""
+    keys = list(samplers)
+    out = {k: [] for k in keys}
+    for r in range(rounds):
+        shift = r % len(keys) if keys else 0
+        for k in keys[shift:] + keys[:shift]:
+            out[k].append(statistics.median(samplers[k](per_round)))
+    return out
+
+
+def _record(choice_key, choice, params):
+    return {choice_key: choice, "params": dict(params)}
+
+
+def _json(bucket: dict) -> dict:
+    """A bucket as run and data files hold it (lists, not tuples)."""
+    return {axis: list(value) for axis, value in bucket.items()}
+
+
+def _time_bucket(dev, calls: dict, check, rounds: int, per_round: int) -> dict:
+    """calls: key -> launch fn. Check each once (``check(key, fn)`` -> problem or None), time
+    the good ones interleaved. Returns key -> {"us", "rounds"} | {"rejected"} | {"error"}."""
+    out, samplers = {}, {}
+    for k, fn in calls.items():
+        try:
+            problem = check(k, fn)
+            if problem:
+                out[k] = {"rejected": problem}
+            else:
+                samplers[k] = dev.sampler(fn)
+        except Exception as e:  # noqa: BLE001 - one candidate's failure is data, not fatal
+            out[k] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    for k, values in interleave(samplers, rounds, per_round).items():
+        out[k] = {"us": statistics.median(values), "rounds": values}
+    return out
+
+
+class Run:
+    """One measurement run of ``space`` on ``dev`` (kernels.GpuDevice or a fake)."""
+
+    def __init__(self, space, dev, *, rounds=5, per_round=3, budget_s=480.0, say=common.say):
+        self.space, self.dev = space, dev
+        self.rounds, self.per_round, self.budget_s, self.say = rounds, per_round, budget_s, say
+        self.t0 = time.time()
+        self.points, self.skipped, self.errors = [], [], []
+        self.planned = []  # every bucket this run set out to measure (choose: who must have)
+        self.progress = lambda: None  # called after each bucket / point (saves the run file)
+
+    def over_budget(self) -> bool:
+        return time.time() - self.t0 > self.budget_s
+
+    # -- router --------------------------------------------------------------------------
+    def router(self, shapes=None):
+        weights = {}  # one router weight alive at a time
+        for shape, (lo, hi), reps in self.space.router_buckets(shapes):
+            self._plan("router_gemm", {"shape": shape, "num_tokens": (lo, hi)})
+            if self.over_budget():
+                self.skipped.append(f"router {shape} M {lo}-{hi}: over budget")
+                continue
+            try:
+                self._router_bucket(shape, lo, hi, reps, weights)
+            except Exception as e:  # noqa: BLE001 - the other buckets still count
+                self.errors.append(f"router {shape} M {lo}-{hi}: {type(e).__name__}: {e}"[:400])
+            self.progress()
+
+    def _router_bucket(self, shape, lo, hi, reps, weights):
+        """Every candidate × representative of one weight shape's token bucket."""
+        sp, dev = self.space, self.dev
+        t = time.time()
+        if shape not in weights:
+            weights.clear()
+            dev.release()
+            weights[shape] = dev.router_weight(*shape)
+        cases = {rep: dev.router_case(weights[shape], *rep) for rep in reps}
+        cands = sp.router_candidates(*shape, lo, hi)
+        calls = {(i, rep): dev.router_call(cases[rep], *cand)
+                 for i, cand in enumerate(cands) for rep in reps}
+
+        def check(k, fn):
+            return dev.router_problem(cases[k[1]], fn)
+
+        got = _time_bucket(dev, calls, check, self.rounds, self.per_round)
+        bucket = {"shape": list(shape), "num_tokens": [lo, hi]}
+        for rep in reps:
+            self.points.append({
+                "table": "router_gemm", "buckets": [bucket],
+                "rep": sp.rep_label("router_gemm", rep),
+                "candidates": [{**_record("kernel", *c), **got[(i, rep)]}
+                               for i, c in enumerate(cands)]})
+        self._said("router", f"{shape} M {lo}-{hi}", len(cands), reps, t)
+
+    # -- decode --------------------------------------------------------------------------
+    def decode(self, contexts=None):
+        for R, Q, mb in self.space.decode_points(contexts):
+            self._plan("index_score", self.space.score_bucket(R, Q, mb))
+            for bucket in self.space.topk_buckets(R, Q, mb):
+                self._plan("index_topk", bucket)
+            if self.over_budget():
+                self.skipped.append(f"decode R={R} Q={Q} mb={mb}: over budget")
+                continue
+            try:
+                self._decode_point(R, Q, mb)
+            except Exception as e:  # noqa: BLE001 - the other points still count
+                self.errors.append(f"decode R={R} Q={Q} mb={mb}: {type(e).__name__}: {e}"[:400])
+            self.progress()
+
+    def _decode_point(self, R, Q, mb):
+        """Scorers at one point, then selectors after the fastest two-kernel scorer."""
+        sp, dev = self.space, self.dev
+        t = time.time()
+        dev.release()  # the previous point's inputs go back to the driver first
+        inp = dev.decode_case(R, Q, mb * sp.block)
+        label = sp.rep_label("index_score", (R, Q, mb))
+        fixed = sp.fixed_selector(R, Q, mb)
+        default = sp.default("index_score", sp.score_bucket(R, Q, mb))
+        ref = dev.decode_reference(inp, dev.decode_call(inp, *default, fixed))
+
+        def check(k, fn):
+            return dev.decode_problem(inp, ref, fn)
+
+        # (1) scorers, with the selector the current table picks here
+        scorers = sp.scorer_candidates_at(R, Q, mb)
+        got = _time_bucket(dev, {i: dev.decode_call(inp, *c, fixed)
+                                 for i, c in enumerate(scorers)},
+                           check, self.rounds, self.per_round)
+        self.points.append({
+            "table": "index_score", "buckets": [_json(sp.score_bucket(R, Q, mb))],
+            "rep": label, "selector": fixed,
+            "candidates": [{**_record("variant", *c), **got[i]}
+                           for i, c in enumerate(scorers)]})
+        # (2) selectors, after the fastest two-kernel scorer of this point (the table keeps
+        # a selector wherever a fused row does not serve, e.g. topk beyond its tile)
+        two = [(got[i]["us"], i) for i, c in enumerate(scorers)
+               if "us" in got[i] and c[0] != "index_decode_fused"]
+        scorer = scorers[min(two)[1]] if two else default
+        sels = sp.selector_candidates_at(R, Q, mb)
+        got_sel = _time_bucket(dev, {i: dev.decode_call(inp, *scorer, c[1])
+                                     for i, c in enumerate(sels)},
+                               check, self.rounds, self.per_round)
+        self.points.append({
+            "table": "index_topk", "buckets": [_json(b) for b in sp.topk_buckets(R, Q, mb)],
+            "rep": label,
+            "scorer": _record("variant", *scorer),
+            "candidates": [{**_record("variant", *c), **got_sel[i]}
+                           for i, c in enumerate(sels)]})
+        self._said("decode", label, len(scorers) + len(sels), [label], t)
+
+    def _plan(self, table, bucket):
+        entry = {"table": table, "bucket": _json(bucket)}
+        if entry not in self.planned:
+            self.planned.append(entry)
+
+    def _said(self, what, where, n, reps, t0):
+        best = []
+        for point in self.points[-len(reps) if what == "router" else -2:]:
+            timed = [c for c in point["candidates"] if "us" in c]
+            if timed:
+                fastest = min(timed, key=lambda c: c["us"])
+                best.append(f"{point['table']} {point['rep']}: {common.fmt_us(fastest['us'])} µs")
+        self.say(f"   {what} {where}: {n} candidates; fastest " + "; ".join(best)
+                 + f" [{time.time() - t0:.1f}s]")
+
+
+def used_state(scenarios: int, out_dir: str, smoke: bool = False, bench_main=None):
+    """Put this process in the 'used' state: run tools/bench.py's first ``scenarios`` decode
+    scenarios here (inputs allocated, every table timed, torch reference, freed) before the
+    tuner measures anything. Returns the bench's command line."""
+    if bench_main is None:
+        import bench  # tools/bench.py
+
+        bench_main = bench.main
+    args = ["--out", os.path.join(out_dir, "used_state_bench"), "--skip-router",
+            "--decode-limit", str(scenarios)] + (["--smoke"] if smoke else [])
+    bench_main(args)
+    common.free_memory()
+    return "tools/bench.py " + " ".join(args)

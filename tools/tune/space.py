@@ -1,0 +1,339 @@
+"""What the tuner measures: buckets, representatives and candidates, derived from the registry.
+
+Facts come from where they are declared, never restated here:
+
+* the domain of each bucketed axis (router token range 1..max_tokens, max_q, max_block, topk)
+  from the policies' axes; the router weight shapes from the `shape` axis;
+* candidate values from the variants' parameters (``Param``: kind, power of two, minimum,
+  maximum) and their order from ``Variant.params``;
+* the decode shape measured (dtype, head_dim, heads, topk) from ``specs/index_decode.py``
+  (MEASURED_SCORE / MEASURED_TOPK), the sparse block size from the variants' contract constants;
+* which options a target may use from the predicates the spec loader applies
+  (``supports_tf32x3``, ``supports_pdl``);
+* the default row of a bucket (what "simpler" starts from, and what an unmeasured bucket of a
+  new target holds) from the ``generic`` target's table.
+
+What is the tuner's own is the sampling plan: where bucket edges sit inside those domains, which
+points represent a bucket, and the pruning heuristics below (each says why). The plan was shaped
+on the H200 (NOTES.md, sessions 1-4).
+"""
+from __future__ import annotations
+
+import itertools
+
+from codegen.families import router_gemm as rg
+from codegen.families.index_decode import FUSED, supports_pdl
+from codegen.measured import is_measured
+from codegen.policy import lookup
+
+SPLIT, BALANCED, SELECTOR = "index_score_split", "index_score_balanced", "index_topk_fused"
+
+
+def pow2_values(param, lo=None, hi=None) -> list:
+    """Powers of two a Param allows, within [lo, hi] when given."""
+    lo = max(param.minimum, lo or 1)
+    hi = param.maximum if hi is None else min(param.maximum, hi)
+    return [1 << k for k in range(hi.bit_length()) if lo <= 1 << k <= hi]
+
+
+def smooth_values(param) -> list:
+    """Integers 2^a·3^b a Param allows (split_k: even K slices of 2^n·3 hidden sizes)."""
+    def smooth(v):
+        while v % 2 == 0:
+            v //= 2
+        while v % 3 == 0:
+            v //= 3
+        return v == 1
+    return [v for v in range(param.minimum, param.maximum + 1) if smooth(v)]
+
+
+def pow2ceil(x: int) -> int:
+    return 1 if x <= 1 else 1 << (int(x) - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def key(choice: str, params: dict) -> tuple:
+    """Identity of a candidate across runs."""
+    return choice, tuple(sorted(params.items()))
+
+
+class Space:
+    """Buckets and candidates of one hardware target (a codegen.model.Hardware) on a device
+    with ``sms`` SMs; ``quick`` keeps a small sanity subset."""
+
+    def __init__(self, reg, target, sms: int, quick: bool = False):
+        from specs import index_decode as decode_specs
+
+        self.reg, self.target, self.sms, self.quick = reg, target, sms, quick
+        self.tf32x3 = rg.supports_tf32x3(target)
+        self.pdl = supports_pdl(target)
+        self.warp = 64 if target.vendor == "amd" else 32  # threads per warp (wavefront)
+        self.measured_here = target.name in reg.hardware and is_measured(
+            reg.hardware[target.name])
+        axes = {p: {a.name: a for a in reg.policies[p].axes} for p in reg.policies}
+        self.shapes = sorted(axes[rg.NAME]["shape"].values)
+        self.max_tokens = axes[rg.NAME]["num_tokens"].hi
+        self.max_q = axes["index_score"]["max_q"].hi
+        self.max_block = axes["index_score"]["max_block"].hi
+        self.score_fixed = dict(decode_specs.MEASURED_SCORE)
+        self.topk = decode_specs.MEASURED_TOPK
+        self.block = reg.variants[SPLIT].constant("SPARSE_BLOCK_SIZE")
+        self.head_dim = self.score_fixed["head_dim"]
+        self.params = {name: {p.name: p for p in v.params} for name, v in reg.variants.items()}
+        self.order = {name: tuple(p.name for p in v.params) for name, v in reg.variants.items()}
+        self.order["per_expert"] = tuple(p.name for p in rg.PARAMS)
+        self.order["splitk"] = tuple(p.name for p in rg.SPLITK_PARAMS)
+
+        # Router token buckets: finer than upstream's 1–4, 5–16, 17–32 because the best kernel
+        # changes inside them (per-expert at M = 8, split-K at M = 16 in session 3). The top
+        # bucket is measured at its end and at 3/4 of it (an M Triton does not specialise).
+        top = self.max_tokens
+        self.token_buckets = [(1, 1), (2, 4), (5, 8), (9, 16), (17, top)]
+        self.token_reps = {(1, 1): (1,), (2, 4): (2, 4), (5, 8): (8,), (9, 16): (16,),
+                           (17, top): (top * 3 // 4, top)}
+        # Scorer: request buckets (R = 11 is an issue target of its own; ≥ 257 requests is never
+        # measured and keeps its default rows), by max_block bucket (8k / 32k / 128k contexts
+        # represent them) and Qmax (1; 2..max measured at Q = 4).
+        self.req_buckets = [(1, 2), (3, 4), (5, 8), (9, 11), (12, 16), (17, 32), (33, 64),
+                            (65, 256)]
+        self.req_reps = {(1, 2): (1, 2), (3, 4): (4,), (5, 8): (8,), (9, 11): (11,),
+                         (12, 16): (16,), (17, 32): (32,), (33, 64): (64,), (65, 256): (128,)}
+        self.score_mb_buckets = {(0, 64): 64, (65, 256): 256, (257, self.max_block): 1024}
+        self.q_buckets = {(1, 1): 1, (2, self.max_q): 4}
+        # Selector: rows·heads buckets by powers of two; max_block buckets; the last (longer
+        # than any measured context) takes configurations measured at 1024 blocks that do not
+        # rely on one tile per chunk.
+        self.p_buckets = [(1, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, 128),
+                          (129, 256), (257, None)]
+        self.topk_mb_buckets = {(0, 64): 64, (65, 256): 256, (257, 1024): 1024,
+                                (1025, self.max_block): 1024}
+        self.fused_max_reqs = 16  # the single launch is compiled per R and only wins small R
+
+    # -- router --------------------------------------------------------------------------------
+    def router_buckets(self, shapes=None):
+        """((K, N), (lo, hi), representatives [(M, x dtype)]) for every measured bucket."""
+        out = []
+        for shape in shapes or self.shapes:
+            for bucket in self.token_buckets[:2] if self.quick else self.token_buckets:
+                reps = [(m, dt) for m in self.token_reps[bucket] for dt in ("bf16", "fp32")]
+                out.append((tuple(shape), bucket, reps))
+        return out
+
+    def per_expert_candidates(self, K, lo, hi) -> list:
+        """block_m ≤ the bucket's largest M, ≤ 8 and ≥ 4 once M > 4 (more rows per program never
+        won); block_k ≥ 256 dividing K; one stage; 4–16 weight elements per thread per step
+        (16-byte loads) and 4–32 fp32 partial sums per thread (every upstream row is inside)."""
+        p = {x.name: x for x in rg.PARAMS}
+        out = []
+        for bm in pow2_values(p["block_m"], hi=min(hi, 8)):
+            if hi > 4 and bm < 4:
+                continue
+            for bk in pow2_values(p["block_k"], lo=256):
+                if K % bk:
+                    continue
+                for nw in pow2_values(p["num_warps"]):
+                    lanes = bk / (self.warp * nw)
+                    if 4 <= lanes <= 16 and 4 <= bm * lanes <= 32:
+                        out.append(("per_expert", dict(block_m=bm, block_k=bk, num_warps=nw,
+                                                       num_stages=1)))
+        return out
+
+    def splitk_candidates(self, K, N, lo, hi) -> list:
+        """One row tile (block_m = next_pow2(≥ 16, M)); block_n 16..64 (≤ next_pow2(N));
+        block_k 64..256; split_k 2^a·3^b with block_k·split_k dividing K; ≤ 16 dot steps per
+        program; a grid of cdiv(N, block_n)·split_k programs in [min(96, largest), 4·SMs].
+        tf32x3 where the target has TF32 tensor cores; fp32-FMA dots (they never won on the
+        H200) only at ≤ 2 programs per SM, block_n ≤ 32, 4 warps, ≤ 2 stages there, swept like
+        tf32x3 elsewhere. Warps by tile size; 1 stage for one step, 2 for two, 2–3 beyond."""
+        p = {x.name: x for x in rg.SPLITK_PARAMS}
+        bm = pow2ceil(max(rg.SPLITK_MIN_BLOCK, hi))
+        if bm > p["block_m"].maximum:
+            return []
+        tiles = [(bn, bk, sk, cdiv(N, bn) * sk)
+                 for bn in pow2_values(p["block_n"], hi=min(64, max(16, pow2ceil(N))))
+                 for bk in pow2_values(p["block_k"], lo=64, hi=256)
+                 for sk in smooth_values(p["split_k"])
+                 if K % (bk * sk) == 0 and cdiv(N, bn) * sk <= 4 * self.sms]
+        if not tiles:
+            return []
+        min_grid = min(96, max(t[3] for t in tiles))
+        out = []
+        for bn, bk, sk, grid in tiles:
+            steps = K // (sk * bk)
+            if grid < min_grid or steps > 16:
+                continue
+            for tf32x3 in (True, False):
+                if tf32x3 and not self.tf32x3:
+                    continue
+                if not tf32x3 and self.tf32x3 and (bn > 32 or grid > 2 * self.sms):
+                    continue
+                warps = {256: (2, 4), 512: (4,), 1024: (4, 8), 2048: (4, 8)}[bm * bn]
+                stages = (1,) if steps == 1 else ((2,) if steps == 2 else (2, 3))
+                for nw, ns in itertools.product(warps, stages):
+                    if (self.quick or (self.tf32x3 and not tf32x3)) and (nw != 4 or ns > 2):
+                        continue
+                    if self.quick and self.tf32x3 and not tf32x3:
+                        continue
+                    out.append(("splitk", dict(block_m=bm, block_n=bn, block_k=bk, split_k=sk,
+                                               tf32x3=tf32x3, num_warps=nw, num_stages=ns)))
+        return out
+
+    def router_candidates(self, K, N, lo, hi) -> list:
+        cands = self.per_expert_candidates(K, lo, hi) + self.splitk_candidates(K, N, lo, hi)
+        return self._with_anchors(cands, "router_gemm", {"shape": (K, N), "num_tokens": (lo, hi)})
+
+    # -- decode --------------------------------------------------------------------------------
+    def decode_points(self, contexts=None) -> list:
+        """(R, Q, max_block) measured, largest inputs first: the multi-GB caches are allocated
+        before anything else fragments the device's memory (the 'fresh' state, NOTES.md)."""
+        rs = sorted({r for reps in self.req_reps.values() for r in reps})
+        mbs = sorted(set(self.score_mb_buckets.values()))
+        if self.quick:
+            rs, mbs = [1, 4, 16, 64], [64, 1024]
+        if contexts:
+            mbs = [mb for mb in mbs if mb * self.block in contexts]
+        points = [(R, Q, mb) for mb in mbs for R in rs for Q in sorted(self.q_buckets.values())]
+        return sorted(points, key=lambda p: (-p[0] * p[2], -p[1]))
+
+    def score_bucket(self, R, Q, mb) -> dict | None:
+        rb = next((b for b in self.req_buckets if b[0] <= R <= b[1]), None)
+        qb = next(b for b, q in self.q_buckets.items() if q == Q)
+        mbb = next(b for b, m in self.score_mb_buckets.items() if m == mb)
+        return None if rb is None else {"max_q": qb, "max_block": mbb, "num_reqs": rb}
+
+    def topk_buckets(self, R, Q, mb) -> list:
+        P = R * Q
+        pb = next(b for b in self.p_buckets if b[0] <= P and (b[1] is None or P <= b[1]))
+        return [{"max_block": mbb, "rows_x_heads": pb}
+                for mbb, rep in self.topk_mb_buckets.items() if rep == mb]
+
+    def rep_label(self, table, point) -> str:
+        if table == "router_gemm":
+            return f"M{point[0]} {point[1]}"
+        R, Q, mb = point
+        return f"R{R} Q{Q} mb{mb}"
+
+    def fused_tile(self, mb_hi):
+        """Smallest fused selection tile holding every block of the bucket (None: none does)."""
+        tiles = pow2_values(self.params[FUSED]["topk_tile"])
+        return next((t for t in tiles if mb_hi is not None and mb_hi <= t), None)
+
+    def scorer_candidates(self, R, mb, mb_bucket) -> list:
+        """Split-K: kv_chunks 8..max (≤ max(8, blocks), R·chunks ≤ 64·SMs) × (warps, stages)
+        regimes (2 warps / 1 stage reads K straight into registers: it beat 4/3 at 64 × 128k
+        once); static chunks in the two regimes that win most; balanced for R ≤ 16 (compiled
+        per R) with 1-8 programs per SM; the single launch for R ≤ 16 where one tile holds the
+        whole max_block bucket, 32 ≤ R·chunks ≤ 512. high_batch (gfx950's grid) is not swept."""
+        p = self.params[SPLIT]
+        options = ((4, 3), (2, 1)) if self.quick else ((2, 1), (2, 3), (4, 1), (4, 2), (4, 3),
+                                                       (8, 3))
+        chunks = [c for c in pow2_values(p["kv_chunks"], lo=8)
+                  if c <= max(8, mb) and R * c <= 64 * self.sms] or [8]
+        out = [(SPLIT, dict(kv_chunks=c, high_batch=False, static_chunks=static, num_warps=w,
+                            num_stages=s))
+               for static, opts in ((False, options), (True, ((4, 2), (4, 3))))
+               for c, (w, s) in itertools.product(chunks, opts)]
+        if R <= 16:
+            out += [(BALANCED, dict(program_budget=self.sms * k, num_warps=w, num_stages=s))
+                    for k, (w, s) in itertools.product((1, 2, 4, 8), options)]
+        tile = self.fused_tile(mb_bucket[1])
+        if R <= self.fused_max_reqs and tile is not None:
+            fchunks = [c for c in pow2_values(self.params[FUSED]["kv_chunks"], lo=8, hi=256)
+                       if c <= max(8, mb) and 32 <= R * c <= 512] or [8]
+            fopts = ((4, 2),) if self.quick else ((4, 2), (8, 2))
+            out += [(FUSED, dict(kv_chunks=c, topk_tile=tile, num_warps=w, num_stages=s))
+                    for c, (w, s) in itertools.product(fchunks, fopts)]
+        return out
+
+    def selector_candidates(self, mb) -> list:
+        """topk_tile 128 or 512; topk_chunks 1..max that can be active (≤ next_pow2(cdiv(mb,
+        tile))); single_tile where a bucket measured at mb allows it (and without, at 1024
+        blocks, for the longer bucket); adaptive_merge with ≥ 2 chunks; warps 2/4/8, 2 stages;
+        pdl where the target has programmatic dependent launch."""
+        p = self.params[SELECTOR]
+        his = [b[1] for b, rep in self.topk_mb_buckets.items() if rep == mb]
+        out = []
+        for tile in (128, 512):
+            cmax = min(p["topk_chunks"].maximum, pow2ceil(cdiv(max(mb, 1), tile)))
+            for c in pow2_values(p["topk_chunks"], hi=cmax):
+                singles = sorted({hi is not None and hi <= c * tile for hi in his}, reverse=True)
+                for single, adaptive, w, pdl in itertools.product(
+                        singles, (False, True) if c >= 2 else (False,),
+                        (4,) if self.quick else (2, 4, 8), (False, True) if self.pdl else (False,)):
+                    out.append((SELECTOR, dict(topk_chunks=c, topk_tile=tile, single_tile=single,
+                                               adaptive_merge=adaptive, pdl=pdl, num_warps=w,
+                                               num_stages=2)))
+        return out
+
+    def feasible(self, table, bucket, cand) -> bool:
+        """Whether a candidate may serve the whole bucket (the loader's feasibility rules)."""
+        choice, params = cand
+        hi = bucket.get("max_block", (0, None))[1]
+        if table == "index_topk" and params["single_tile"]:
+            return hi is not None and hi <= params["topk_chunks"] * params["topk_tile"]
+        if table == "index_score" and choice == FUSED:
+            return hi is not None and hi <= params["topk_tile"]
+        return True
+
+    # -- rows of the tables ----------------------------------------------------------------
+    def point(self, table, bucket, hardware) -> tuple:
+        """The policy point at a bucket's lower corner (the fixed axes at the measured shape)."""
+        lo = {a: v if a == "shape" else v[0] for a, v in bucket.items()}
+        if table == "router_gemm":
+            return hardware, lo["shape"], lo["num_tokens"]
+        if table == "index_score":
+            f = self.score_fixed
+            return (hardware, f["q_dtype"], f["cache_dtype"], f["head_dim"], lo["num_reqs"],
+                    lo["max_block"], f["num_heads"], lo["max_q"])
+        return hardware, self.topk, lo["max_block"], lo["rows_x_heads"]
+
+    def row(self, table, bucket, hardware):
+        """(choice, params) a hardware target's table gives at the bucket's lower corner."""
+        rule = lookup(self.reg.policies[table], self.reg.tables[table],
+                      self.point(table, bucket, hardware))
+        return self.choice_of(table, rule.variant), dict(rule.params)
+
+    def default(self, table, bucket):
+        """The default row: what the generic target launches there."""
+        return self.row(table, bucket, "generic")
+
+    def current(self, table, bucket):
+        """This target's current row (None for a target with no measured rows yet)."""
+        return self.row(table, bucket, self.target.name) if self.measured_here else None
+
+    def choice_of(self, table, variant) -> str:
+        """The row's kernel (router) or variant (decode) for a dispatched variant name."""
+        if table != "router_gemm":
+            return variant
+        return rg.SPLITK if variant.startswith("router_gemm_splitk_") else rg.PER_EXPERT
+
+    def _with_anchors(self, cands, table, bucket) -> list:
+        """Candidates plus the default and the current row (once each): the noise rule can only
+        keep the default if it was measured, and a re-tune must beat the incumbent."""
+        seen = {key(*c) for c in cands}
+        for anchor in (self.default(table, bucket), self.current(table, bucket)):
+            if anchor is not None and key(*anchor) not in seen:
+                seen.add(key(*anchor))
+                cands.append(anchor)
+        return cands
+
+    def scorer_candidates_at(self, R, Q, mb) -> list:
+        bucket = self.score_bucket(R, Q, mb)
+        return self._with_anchors(self.scorer_candidates(R, mb, bucket["max_block"]),
+                                  "index_score", bucket)
+
+    def selector_candidates_at(self, R, Q, mb) -> list:
+        cands = self.selector_candidates(mb)
+        for bucket in self.topk_buckets(R, Q, mb):
+            cands = self._with_anchors(cands, "index_topk", bucket)
+        return cands
+
+    def fixed_selector(self, R, Q, mb) -> dict:
+        """The selector scorer candidates are timed with: the one this target's table picks
+        here (pdl included), so two-kernel candidates are not judged with a slower selector
+        than they run with; the generic one for a new target."""
+        bucket = self.topk_buckets(R, Q, mb)[0]
+        return (self.current("index_topk", bucket) or self.default("index_topk", bucket))[1]

@@ -1,0 +1,180 @@
+"""Write chosen rows into a target's data file (specs/measured/<target>.json), through
+codegen/measured.py, after the registry has loaded the result.
+
+The chosen rows replace exactly the buckets they cover; every other row stays as it is (a
+router-only tune keeps the decode rows and their provenance, and the other way round; a tune
+of the 128k contexts keeps the 8k and 32k rows). A target measured for the first time starts
+from default rows (what the generic target launches) for every bucket of the tuner's layout.
+Before anything is written, a copy of specs/ with the new file is loaded through
+codegen.registry (the generator's own checks and dispatch proof) and every chosen row is looked
+up back at its bucket's corners. Targets whose tables are written by hand (gfx950) are refused.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+from codegen import measured, registry
+from codegen.measured import TABLES
+from codegen.model import Hardware
+from codegen.policy import lookup
+
+from .choose import CHOICE_KEY, RULE, SECTION
+from .target import hardware_dict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPECS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "specs")
+
+
+def data_file(target: str, specs_dir: str = SPECS) -> str:
+    return os.path.join(specs_dir, "measured", f"{target}.json")
+
+
+def refuse_hand_written(reg, name: str) -> None:
+    """SystemExit when ``name`` is a target whose tables are written by hand in specs/."""
+    hw = reg.hardware.get(name)
+    if hw is not None and not measured.is_measured(hw):
+        raise SystemExit(f"tune: {name!r} is a hardware target whose tables are written by hand "
+                         f"in specs/ ({hw.loc}); it is not measured: nothing to tune")
+
+
+def _default_rows(space, table, group: dict, axis: str, lo: int, hi):
+    """Rows over [lo, hi] of ``axis`` in one group: the generic target's rows, clipped."""
+    policy = space.reg.policies[table]
+    pos = [a.name for a in policy.axes].index(axis)
+    rows, v = [], lo
+    while v is not None and (hi is None or v <= hi):
+        bucket = {**group, axis: (v, v)}
+        rule = lookup(policy, space.reg.tables[table], space.point(table, bucket, "generic"))
+        end = rule.conds[pos].hi if rule.conds[pos] is not None else None
+        end = hi if end is None else (end if hi is None else min(end, hi))
+        rows.append({**{a: list(x) for a, x in group.items()}, axis: [v, end],
+                     CHOICE_KEY[table]: space.choice_of(table, rule.variant),
+                     "params": dict(rule.params), "source": "default"})
+        v = None if end is None else end + 1
+    return rows
+
+
+def skeleton(space, hardware: Hardware) -> dict:
+    """A new target's data: its hardware facts and default rows over the tuner's layout."""
+    data = {"format": measured.FORMAT, "hardware": hardware_dict(hardware),
+            "provenance": {"runs": {}, "tunes": []},
+            "router_gemm": [], "index_score": [], "index_topk": []}
+    for shape in space.shapes:
+        data["router_gemm"] += _default_rows(space, "router_gemm", {"shape": shape},
+                                             "num_tokens", 1, space.max_tokens)
+    for qb in space.q_buckets:
+        for mbb in space.score_mb_buckets:
+            data["index_score"] += _default_rows(space, "index_score",
+                                                 {"max_q": qb, "max_block": mbb}, "num_reqs", 1,
+                                                 None)
+    for mbb in space.topk_mb_buckets:
+        data["index_topk"] += _default_rows(space, "index_topk", {"max_block": mbb},
+                                            "rows_x_heads", 1, None)
+    return data
+
+
+def apply(data: dict, table: str, new: dict) -> None:
+    """Put ``new`` into its table: rows of its group overlapping its range are clipped away."""
+    layout = TABLES[table]
+    axis, group = layout.bucket, [list(new[a]) for a in layout.group]
+    lo, hi = new[axis]
+    kept = []
+    for row in data[table]:
+        a, b = row[axis]
+        if [list(row[g]) for g in layout.group] != group or \
+                (b is not None and b < lo) or (hi is not None and a > hi):
+            kept.append(row)
+            continue
+        if a < lo:
+            kept.append({**row, axis: [a, lo - 1]})
+        if hi is not None and (b is None or b > hi):
+            kept.append({**row, axis: [hi + 1, b]})
+    data[table] = kept + [new]
+
+
+def _referenced(data) -> set:
+    labels = set()
+    for table in TABLES:
+        for row in data[table]:
+            for part in ("winner", "runner_up"):
+                for by_run in ((row.get("measured") or {}).get(part) or {}).get("us", {}).values():
+                    labels |= set(by_run)
+    return labels
+
+
+def table_of(row: dict) -> str:
+    return next(t for t, layout in TABLES.items() if layout.bucket in row)
+
+
+def update(data: dict, rows: list, runs: list, labels: list, command: str, date: str,
+           noise_floor: float) -> dict:
+    """``data`` with the chosen rows, the runs they come from and this tune in provenance;
+    runs and tunes no row refers to any more are dropped."""
+    by_table = {t: [r for r in rows if table_of(r) == t] for t in TABLES}
+    for table, chosen in by_table.items():
+        for row in chosen:
+            apply(data, table, row)
+    prov = data["provenance"]
+    used = _referenced(by_table)
+    for run, label in zip(runs, labels):
+        if label in used:
+            prov["runs"][label] = run["run"]
+    if rows:
+        tune = {"date": date, "command": command, "rule": RULE,
+                "sections": sorted({SECTION[t] for t, c in by_table.items() if c}),
+                "runs": [lb for lb in labels if lb in used], "noise_floor": noise_floor,
+                "rows": len(rows)}
+        # choosing from the same runs again replaces that tune's entry
+        prov["tunes"] = [t for t in prov["tunes"] if (t["runs"], t["sections"]) !=
+                         (tune["runs"], tune["sections"])] + [tune]
+    alive = _referenced(data)
+    prov["runs"] = {k: v for k, v in prov["runs"].items() if k in alive}
+    prov["tunes"] = [t for t in prov["tunes"] if set(t["runs"]) & alive]
+    return data
+
+
+def verify(data: dict, rows: list, specs_dir: str = SPECS):
+    """Load a copy of specs/ holding ``data`` through the registry; check every chosen row is
+    what the tables give at its bucket's corners. Returns the registry (SpecError / Assertion
+    on failure)."""
+    name = data["hardware"]["name"]
+    tmp = tempfile.mkdtemp(prefix="tune_verify_")
+    try:
+        copy = os.path.join(tmp, "specs")
+        shutil.copytree(specs_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
+        measured.write(data_file(name, copy), data)
+        reg = registry.load(copy)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    from .space import Space
+
+    space = Space(reg, reg.hardware[name], sms=132)
+    for row in rows:
+        table = table_of(row)
+        corners = []
+        for axis in TABLES[table].axes:
+            v = row[axis]
+            corners.append([tuple(v)] if axis == "shape" else
+                           sorted({v[0], v[0] + 1000 if v[1] is None else v[1]}))
+        for corner in _product(TABLES[table].axes, corners):
+            got = space.row(table, corner, name)
+            assert got == (row[CHOICE_KEY[table]], row["params"]), \
+                f"{table} {corner}: the loaded table gives {got}, the tune chose {row}"
+    return reg
+
+
+def _product(axes, values):
+    out = [{}]
+    for axis, vs in zip(axes, values):
+        out = [{**o, axis: (v, v) if axis != "shape" else v} for o in out for v in vs]
+    return out
+
+
+def write(data: dict, rows: list, specs_dir: str = SPECS) -> str:
+    """Verify, then write specs_dir/measured/<target>.json. Returns its path."""
+    verify(data, rows, specs_dir)
+    path = data_file(data["hardware"]["name"], specs_dir)
+    measured.write(path, data)
+    return path
