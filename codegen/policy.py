@@ -140,14 +140,27 @@ class Rule:
 
 
 @spec_class
+class Outside:
+    """A region of the axes' product that is not part of the domain (no rule may cover it): the
+    dispatcher rejects its points with ``reason``, a ValueError message naming the argument.
+    E.g. a router weight shape that serves fewer tokens than the num_tokens axis spans."""
+
+    when: dict = attrs.field(validator=typed(dict))
+    reason: str = attrs.field(validator=typed(str))
+    loc: Location = LOC
+
+
+@spec_class
 class Policy:
-    """An ordered table of disjoint rules over a declared domain."""
+    """An ordered table of disjoint rules over a declared domain (the axes' product less the
+    ``outside`` regions)."""
 
     name: str = attrs.field(validator=identifier)
     family: str = attrs.field(validator=identifier)
     doc: str = attrs.field(validator=typed(str))
     axes: tuple = attrs.field(converter=_to_tuple, validator=seq_of(Axis))
     rules: tuple = attrs.field(converter=_to_tuple, validator=seq_of(Rule))
+    outside: tuple = attrs.field(default=(), converter=_to_tuple, validator=seq_of(Outside))
     loc: Location = LOC
 
     @axes.validator
@@ -171,7 +184,7 @@ class Policy:
 class FlatRule:
     index: int
     conds: tuple  # one per axis: None (any), tuple of allowed values (enum), Between (int)
-    variant: str
+    variant: str | None  # None: an Outside region (note: why its points are rejected)
     params: tuple  # ((name, value), ...) in the variant's parameter order
     loc: Location
     note: str
@@ -290,6 +303,16 @@ def flatten(policy: Policy, variants: dict) -> tuple[FlatRule, ...]:
             variant.check_params(rule, "params", params)
             ordered = tuple((p.name, params[p.name]) for p in variant.params)
             out.append(FlatRule(len(out), tuple(c), variant.name, ordered, rule.loc, note))
+    # Regions outside the domain take part in the proof as rules without a variant: a rule
+    # covering one of their points is an overlap, and the dispatcher rejects them by name.
+    for region in policy.outside:
+        for key in sorted(region.when):
+            if key not in axes:
+                fail(region, f"when.{key}", f"policy '{policy.name}' has no axis {key!r}")
+        conds = tuple(None if region.when.get(a.name) is None else
+                      _norm_enum(policy, region, a, region.when[a.name]) if a.kind == "enum"
+                      else _norm_int(region, a, region.when[a.name]) for a in policy.axes)
+        out.append(FlatRule(len(out), conds, None, (), region.loc, region.reason))
     prove(policy, out)
     return tuple(out)
 
@@ -338,9 +361,13 @@ def prove(policy: Policy, rules: list[FlatRule]) -> int:
 def lookup(policy: Policy, rules: tuple[FlatRule, ...], point: tuple) -> FlatRule:
     for r in rules:
         if r.matches(point):
+            if r.variant is None:
+                raise LookupError(f"policy '{policy.name}': {describe_point(policy, point)} is "
+                                  f"outside the domain ({r.note})")
             return r
     raise LookupError(f"policy '{policy.name}': no rule for {describe_point(policy, point)}")
 
 
-__all__ = ["Axis", "Between", "Buckets", "FlatRule", "NoneOf", "OneOf", "Param", "Policy",
+__all__ = ["Axis", "Between", "Buckets", "FlatRule", "NoneOf", "OneOf", "Outside", "Param",
+           "Policy",
            "Rule", "at_least", "between", "flatten", "lookup", "none_of", "one_of", "prove"]

@@ -176,8 +176,8 @@ def lower_policy(policy: Policy, rules: tuple) -> dict:
                                    literal(Between(a.lo, a.hi)) for a in policy.axes) + ",)",
         "rows": [lower_rule(policy, r) for r in rules],
         "md_rows": [{"index": r.index, "conds": [_md_cond(c) for c in r.conds],
-                     "variant": r.variant,
-                     "params": ", ".join(f"{k}={v}" for k, v in r.params),
+                     "variant": r.variant or "outside the domain",
+                     "params": ", ".join(f"{k}={v}" for k, v in r.params) or r.note,
                      "where": str(r.loc), "note": r.note} for r in rules],
         "param_names": sorted({k for r in rules for k, _ in r.params}),
     }

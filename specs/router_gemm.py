@@ -39,14 +39,20 @@ GENERIC = Buckets(axis="num_tokens", rows=(
     (5, 16, dict(block_m=4, block_k=1024, num_warps=4, num_stages=1)),
     (17, 32, dict(block_m=8, block_k=1024, num_warps=4, num_stages=1)),
 ))
+# The same rows for a shape that serves at most 9 tokens.
+GENERIC_9 = Buckets(axis="num_tokens", rows=(
+    (1, 4, dict(block_m=1, block_k=1024, num_warps=4, num_stages=1)),
+    (5, 9, dict(block_m=4, block_k=1024, num_warps=4, num_stages=1)),
+))
 
 SPECS = (
     RouterGemmFamily(
         max_tokens=32,
         hidden_states=TensorContract(name="hidden_states", rank=2, dtypes=("bf16", "fp32"),
                                      contiguous=True, doc="[M, hidden_size] activations"),
-        router_weight=TensorContract(name="router_weight", rank=2, dtypes=("fp32",),
-                                     contiguous=True, doc="[num_experts, hidden_size] weight"),
+        router_weight=TensorContract(name="router_weight", rank=2, dtypes=("fp32", "bf16"),
+                                     contiguous=True, doc="[num_experts, hidden_size] weight "
+                                                          "in its shape's weight_dtype"),
         logits=TensorContract(name="logits", rank=2, dtypes=("fp32",), contiguous=True,
                               doc="[M, num_experts] fresh output"),
     ),
@@ -65,4 +71,10 @@ SPECS = (
     RouterGemmShape(hidden_size=6144, num_experts=256, models="GLM-5.x shape (fp32 path unused upstream)",
                     launch={"gfx950": gfx950((1, 1024, 8), (8, 1024, 8), (4, 2048, 8)),
                             **measured(6144, 256), "generic": GENERIC}),
+    # vLLM's newer router: a bf16 weight (read as bf16, half fp32's bytes), fp32 accumulation
+    # and logits, at most 9 tokens. Upstream published no gfx950 launch table for it: gfx950
+    # takes the generic rows.
+    RouterGemmShape(hidden_size=7168, num_experts=896, models="bf16-weight router (vLLM)",
+                    weight_dtype="bf16", max_tokens=9,
+                    launch={"gfx950": GENERIC_9, **measured(7168, 896), "generic": GENERIC_9}),
 )

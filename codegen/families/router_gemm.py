@@ -32,7 +32,7 @@ import attrs
 from ..measured import Row as MeasuredRow
 from ..model import (LOC, NUM_STAGES, NUM_WARPS, Location, Param, SpecError, TensorContract,
                      Variant, _spec_name, fail, is_pow2, spec_class, typed)
-from ..policy import Axis, Buckets, Policy, Rule
+from ..policy import Axis, Buckets, Outside, Policy, Rule, between
 
 NAME = "router_gemm"
 OUTPUT = "moe_router.py"
@@ -64,6 +64,9 @@ SPLITK_PARAMS = (
     NUM_WARPS,
     NUM_STAGES,
 )
+
+
+WEIGHT_DTYPES = ("fp32", "bf16")
 
 
 def row_kernel(params: dict) -> str:
@@ -109,7 +112,17 @@ class RouterGemmShape:
     num_experts: int = attrs.field(validator=typed(int))
     models: str = attrs.field(validator=typed(str))
     launch: dict = attrs.field(validator=typed(dict))  # hardware -> Buckets over num_tokens
+    # The router weight's dtype (read as stored, accumulated in fp32) and the most tokens the
+    # kernels serve for this shape (None: the family's max_tokens); above it router_logits
+    # falls back to F.linear(x.float(), w.float()).
+    weight_dtype: str = attrs.field(default="fp32", validator=typed(str))
+    max_tokens: int | None = attrs.field(default=None, validator=typed(int, optional=True))
     loc: Location = LOC
+
+    @weight_dtype.validator
+    def _weight_dtype(self, attribute, value):
+        if value not in WEIGHT_DTYPES:
+            fail(self, "weight_dtype", f"must be one of {', '.join(WEIGHT_DTYPES)}, got {value!r}")
 
     @property
     def name(self) -> str:
@@ -241,9 +254,21 @@ def expand(specs: tuple, hardware: dict):
                         "exactly one RouterGemmFamily spec is required")
     family = fam[0]
     tensors = (family.hidden_states, family.router_weight, family.logits)
-    variants, rules = [], []
+    variants, rules, outside = [], [], []
     for shape in sorted(shapes, key=lambda s: (s.hidden_size, s.num_experts)):
         key = (shape.hidden_size, shape.num_experts)
+        cap = token_cap(shape, family)
+        if not 1 <= cap <= family.max_tokens:
+            fail(shape, "max_tokens", f"must be in 1..{family.max_tokens} (the family's "
+                                      f"max_tokens), got {cap}")
+        if shape.weight_dtype not in family.router_weight.dtypes:
+            fail(shape, "weight_dtype", f"{shape.weight_dtype!r} is not a router_weight dtype "
+                                        f"of the family ({', '.join(family.router_weight.dtypes)})")
+        if cap < family.max_tokens:
+            outside.append(Outside(when={"shape": key,
+                                         "num_tokens": between(cap + 1, family.max_tokens)},
+                                   reason=f"num_tokens: the {key} router GEMM serves at most "
+                                          f"{cap} tokens", loc=shape.loc))
         common = dict(family=NAME, template=TEMPLATE, output=OUTPUT,
                       hardware=tuple(h for h in hardware if h in shape.launch),
                       tensors=tensors, loc=shape.loc)
@@ -268,7 +293,7 @@ def expand(specs: tuple, hardware: dict):
                 kernel = row_kernel(run[0][2])
                 if kernel == SPLITK:
                     for lo, hi, params, row_loc in run:
-                        top = family.max_tokens if hi is None else min(hi, family.max_tokens)
+                        top = cap if hi is None else min(hi, cap)
                         bm = params.get("block_m")
                         if isinstance(bm, int) and bm < top:
                             _fail_at(shape, row_loc, f"launch.{hw}.block_m",
@@ -295,13 +320,18 @@ def expand(specs: tuple, hardware: dict):
             Axis(name="num_tokens", kind="int", lo=1, hi=family.max_tokens,
                  doc="rows of hidden_states (M); M = 0 launches nothing", loc=family.loc),
         ),
-        rules=tuple(rules))
+        rules=tuple(rules), outside=tuple(outside))
     return variants, [policy], family
+
+
+def token_cap(shape, family) -> int:
+    """The most tokens the kernels serve for ``shape``."""
+    return family.max_tokens if shape.max_tokens is None else shape.max_tokens
 
 
 def context(path: str, variants: list, reg) -> tuple[dict, list[str]]:
     """Render context of generated/moe_router.py and the names it exports."""
-    from ..render import literal, lower_contract
+    from ..render import TORCH_DTYPES, literal, lower_contract
 
     family = reg.extras[NAME]
 
@@ -310,8 +340,15 @@ def context(path: str, variants: list, reg) -> tuple[dict, list[str]]:
                  "variant": v.name, "doc": v.doc, "where": str(v.loc)}
                 for v in variants if v.constant("KERNEL") == kernel]
 
+    shapes = sorted(reg.family_specs[NAME], key=lambda s: (getattr(s, "hidden_size", 0),
+                                                           getattr(s, "num_experts", 0)))
+    limits = [{"key": literal((s.hidden_size, s.num_experts)),
+               "weight": TORCH_DTYPES[s.weight_dtype], "cap": token_cap(s, family)}
+              for s in shapes if isinstance(s, RouterGemmShape)]
+
     ctx = {
         "max_tokens": family.max_tokens,
+        "limits": limits,
         "shapes": entries(PER_EXPERT),
         "splitk_shapes": entries(SPLITK),
         "kernels": [{"variant": v.name, "kernel": v.constant("KERNEL")} for v in variants],
@@ -324,7 +361,8 @@ def context(path: str, variants: list, reg) -> tuple[dict, list[str]]:
         "out": lower_contract(family.logits),
         "table": NAME.upper(),
     }
-    names = ["ROUTER_GEMM_KERNELS", "ROUTER_GEMM_SHAPES", "ROUTER_GEMM_SPLITK_SHAPES",
+    names = ["ROUTER_GEMM_KERNELS", "ROUTER_GEMM_LIMITS", "ROUTER_GEMM_SHAPES",
+             "ROUTER_GEMM_SPLITK_SHAPES",
              "can_use_router_gemm", "explain_router_gemm", "explain_router_logits",
              "launch_router_gemm", "launch_router_gemm_splitk", "router_gemm", "router_logits"]
     return ctx, names
