@@ -372,12 +372,14 @@ def run_router(args, generated, device, bw, empty_us, reps):
     if args.smoke:
         shapes, ms = [(4096, 8)], (1, 4)
     elif args.quick:
-        shapes = [s for s in shapes if s in ((6144, 128), (3072, 256))] or shapes[:2]
+        shapes = [s for s in shapes if s in ((6144, 128), (3072, 256), (7168, 896))] or shapes[:2]
     common.say(f"== router GEMM: {len(shapes)} shapes × M {list(ms)} × x bf16/fp32")
     results = []
     g = torch.Generator(device=device).manual_seed(5)
     for K, N in shapes:
-        w = torch.randn((N, K), generator=g, device=device, dtype=torch.float32) * K ** -0.5
+        w_dtype, cap = generated.ROUTER_GEMM_LIMITS[(K, N)]
+        w = (torch.randn((N, K), generator=g, device=device, dtype=torch.float32)
+             * K ** -0.5).to(w_dtype)
         # the weight read alone (no x, no products), best program layout
         try:
             w_read_t = common.row_read_us(N, K, args.smoke)
@@ -388,12 +390,15 @@ def run_router(args, generated, device, bw, empty_us, reps):
         except Exception as e:  # noqa: BLE001
             common.say(f"   ({K},{N}) weight read alone: ERROR {type(e).__name__}: {e}")
             w_read_t, w_read = {"splits": None}, None
-        for m in ms:
+        # a shape with a token cap below the family's: every M up to the cap
+        shape_ms = [m for m in ms if m <= cap] if cap == generated.moe_router.MAX_TOKENS or \
+            args.smoke else list(range(1, cap + 1))
+        for m in shape_ms:
             for dt in dtypes:
                 x = torch.randn((m, K), generator=g, device=device, dtype=torch.float32).to(dt)
                 row = {"K": K, "N": N, "M": m,
                        "x_dtype": {torch.bfloat16: "bf16", torch.float32: "fp32"}[dt]}
-                nbytes = N * K * 4 + m * K * x.element_size() + m * N * 4
+                nbytes = N * K * w.element_size() + m * K * x.element_size() + m * N * 4
                 row["floor_bytes"] = nbytes
                 row["floor_us"] = nbytes / bw * 1e6
                 row["w_read_minus_empty_us"] = w_read
@@ -407,7 +412,7 @@ def run_router(args, generated, device, bw, empty_us, reps):
                 except Exception as e:  # noqa: BLE001
                     row["launch"] = {"error": str(e)[:200]}
                 ours = lambda: generated.router_gemm(x, w)  # noqa: E731
-                ref = lambda: F.linear(x.float(), w)  # noqa: E731
+                ref = lambda: F.linear(x.float(), w.float())  # noqa: E731
                 k_ours, k_ref = {}, {}
                 for name, fn, keep in (("ours", ours, k_ours), ("linear", ref, k_ref)):
                     try:

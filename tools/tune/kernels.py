@@ -25,15 +25,17 @@ class GpuDevice:
 
     # -- router ----------------------------------------------------------------------------
     def router_weight(self, K, N):
+        """The shape's weight, in its weight dtype (ROUTER_GEMM_LIMITS)."""
         g = self.torch.Generator(device=self.device).manual_seed(11 + K + N)
-        return self.torch.randn((N, K), generator=g, device=self.device) * K ** -0.5
+        w_dtype = self._moe.ROUTER_GEMM_LIMITS[(K, N)][0]
+        return (self.torch.randn((N, K), generator=g, device=self.device) * K ** -0.5).to(w_dtype)
 
     def router_case(self, w, M, x_dtype):
         torch = self.torch
         g = torch.Generator(device=self.device).manual_seed(7 * M)
         x = torch.randn((M, w.shape[1]), generator=g, device=self.device)
         x = x.to(torch.bfloat16 if x_dtype == "bf16" else torch.float32)
-        return {"x": x, "w": w, "want": torch.nn.functional.linear(x.float(), w),
+        return {"x": x, "w": w, "want": torch.nn.functional.linear(x.float(), w.float()),
                 "out": torch.empty((M, w.shape[0]), device=self.device)}
 
     def router_call(self, case, kernel, params):

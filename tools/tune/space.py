@@ -114,13 +114,27 @@ class Space:
 
     # -- router --------------------------------------------------------------------------------
     def router_buckets(self, shapes=None):
-        """((K, N), (lo, hi), representatives [(M, x dtype)]) for every measured bucket."""
+        """((K, N), (lo, hi), representatives [(M, x dtype)]) for every measured bucket, clipped
+        to the shape's token cap (a bucket starting above it is left out; one ending above it
+        ends at the cap, which is then its representative)."""
         out = []
         for shape in shapes or self.shapes:
-            for bucket in self.token_buckets[:2] if self.quick else self.token_buckets:
-                reps = [(m, dt) for m in self.token_reps[bucket] for dt in ("bf16", "fp32")]
-                out.append((tuple(shape), bucket, reps))
+            cap = self.token_cap(shape)
+            for lo, hi in self.token_buckets[:2] if self.quick else self.token_buckets:
+                if lo > cap:
+                    continue
+                reps = [m for m in self.token_reps[(lo, hi)] if m <= cap] or [cap]
+                out.append((tuple(shape), (lo, min(hi, cap)),
+                            [(m, dt) for m in reps for dt in ("bf16", "fp32")]))
         return out
+
+    def token_cap(self, shape) -> int:
+        """The most tokens the router kernels serve for ``shape`` (its spec's max_tokens)."""
+        for spec in self.reg.family_specs[rg.NAME]:
+            if isinstance(spec, rg.RouterGemmShape) and \
+                    (spec.hidden_size, spec.num_experts) == tuple(shape):
+                return rg.token_cap(spec, self.reg.extras[rg.NAME])
+        return self.max_tokens
 
     def per_expert_candidates(self, K, lo, hi) -> list:
         """block_m ≤ the bucket's largest M, ≤ 8 and ≥ 4 once M > 4 (more rows per program never

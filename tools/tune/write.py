@@ -63,7 +63,7 @@ def skeleton(space, hardware: Hardware) -> dict:
             "router_gemm": [], "index_score": [], "index_topk": []}
     for shape in space.shapes:
         data["router_gemm"] += _default_rows(space, "router_gemm", {"shape": shape},
-                                             "num_tokens", 1, space.max_tokens)
+                                             "num_tokens", 1, space.token_cap(shape))
     for qb in space.q_buckets:
         for mbb in space.score_mb_buckets:
             data["index_score"] += _default_rows(space, "index_score",
