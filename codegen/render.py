@@ -5,6 +5,7 @@ templates never compute. Output is deterministic: sorted inputs, no timestamps o
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -16,17 +17,13 @@ import jinja2
 from . import __version__, families
 from .policy import Between, FlatRule, Policy
 from .registry import Registry, hardware_aliases
-from .families.index_decode import PDL_CAPABILITY
-from .families.router_gemm import TF32_CAPABILITY
+from .capabilities import PDL_CAPABILITY, TF32_CAPABILITY
+from .lower import TORCH_DTYPES, literal, lower_contract
 from .targets import source as target_naming_source
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 REGENERATE = "codegen regenerate"
 
-TORCH_DTYPES = {
-    "bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
-    "fp8e4m3": "torch.float8_e4m3fn", "int32": "torch.int32", "int64": "torch.int64",
-}
 
 
 def environment() -> jinja2.Environment:
@@ -39,22 +36,6 @@ def environment() -> jinja2.Environment:
         autoescape=False,
     )
     return env
-
-
-def literal(value: Any) -> str:
-    """Python source for a spec value (ints, floats, strings, bools, None, tuples, Between)."""
-    if isinstance(value, Between):
-        return f"Range({value.lo}, {value.hi})"
-    if isinstance(value, tuple):
-        inner = ", ".join(literal(v) for v in value)
-        return f"({inner},)" if len(value) == 1 else f"({inner})"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, (bool, int, str)) or value is None:
-        return repr(value)
-    raise TypeError(f"cannot lower {value!r} to a literal")
 
 
 def canonical(obj: Any) -> Any:
@@ -137,14 +118,6 @@ def _where(obj) -> str:
     return str(obj.loc) if obj.loc is not None else "-"
 
 
-def lower_contract(t) -> dict:
-    return {"name": t.name, "rank": t.rank, "contiguous": literal(t.contiguous),
-            "dtypes": "(" + ", ".join(TORCH_DTYPES[d] for d in t.dtypes) + ",)",
-            "dtype": TORCH_DTYPES[t.dtypes[0]],
-            "dtype_names": " or ".join(TORCH_DTYPES[d].split(".")[1] for d in t.dtypes),
-            "doc": t.doc}
-
-
 def lower_rule(policy: Policy, rule: FlatRule) -> dict:
     conds = []
     for axis, cond in zip(policy.axes, rule.conds):
@@ -190,7 +163,6 @@ def artifacts(reg: Registry) -> list[Artifact]:
     for v in reg.variants.values():
         by_output.setdefault(v.output, []).append(v)
     family_mods = {f.NAME: f for f in families.ALL}
-    exports: list[tuple[str, tuple]] = []
     for path, variants in sorted(by_output.items()):
         templates = sorted({v.template for v in variants})
         fams = sorted({v.family for v in variants})
@@ -200,8 +172,7 @@ def artifacts(reg: Registry) -> list[Artifact]:
                             f"variants writing {path} disagree on template/family: "
                             f"{templates} / {fams}")
         fam = family_mods[fams[0]]
-        ctx, names = fam.context(path, variants, reg)
-        exports.append((path[:-3].replace("/", "."), tuple(names)))
+        ctx = fam.context(path, variants, reg)
         out.append(Artifact(path=path, template=templates[0],
                             specs=tuple((v.name, _where(v)) for v in variants), context=ctx))
 
@@ -221,26 +192,43 @@ def artifacts(reg: Registry) -> list[Artifact]:
                                  "dtypes": [{"key": k, "torch": t} for k, t in
                                             TORCH_DTYPES.items()]}))
     variants = [{"family": v.family, "name": v.name, "hardware": ", ".join(v.hardware),
-                 "output": v.output, "doc": v.doc, "where": _where(v)}
+                 "output": v.output, "doc": v.doc, "where": _where(v),
+                 "defaults": ", ".join(f"{k}={val}" for k, val in v.defaults.items())}
                 for v in reg.variants.values()]
     out.append(Artifact(path="_interpreter.py", template="interpreter.py.j2", specs=(),
                         context={}))
     out.append(Artifact(path="precompile.py", template="precompile.py.j2", specs=(),
                         context={}))
-    exports.append(("precompile", ("warmup",)))
     out.append(Artifact(path="DISPATCH.md", template="DISPATCH.md.j2", specs=policy_specs,
                         context={"policies": policies, "variants": variants}))
-    out.append(Artifact(path="__init__.py", template="__init__.py.j2",
-                        specs=tuple((v.name, _where(v)) for v in reg.variants.values()),
-                        context={"exports": [{"module": m, "names": list(n)}
-                                             for m, n in exports]}))
     return out
+
+
+def declared_exports(text: str) -> tuple:
+    """The names a generated module's ``__all__`` lists (its template declares its public API)."""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    return ()
+
+
+def package_init(reg: Registry, files: dict) -> Artifact:
+    """generated/__init__.py: re-exports what each module declares in ``__all__``."""
+    exports = [{"module": path[:-3].replace("/", "."), "names": list(names)}
+               for path, text in sorted(files.items())
+               if path.endswith(".py") and (names := declared_exports(text))]
+    return Artifact(path="__init__.py", template="__init__.py.j2",
+                    specs=tuple((v.name, _where(v)) for v in reg.variants.values()),
+                    context={"exports": exports})
 
 
 def render_all(reg: Registry) -> dict[str, str]:
     """path → text for every generated file, plus MANIFEST.json over all of them."""
     env = environment()
     files = {a.path: render(a, env) for a in artifacts(reg)}
+    init = package_init(reg, files)
+    files[init.path] = render(init, env)
     manifest = {
         "generator": f"codegen {__version__}",
         "jinja2": jinja2.__version__,

@@ -44,7 +44,9 @@ def test_every_file_has_a_do_not_edit_header(files):
 
 
 def test_every_template_is_used(files):
-    used = {a.template for a in render.artifacts(registry.load())} | {"_macros.j2"}
+    reg = registry.load()
+    used = {a.template for a in render.artifacts(reg)} | {"_macros.j2", "__init__.py.j2"}
+    assert render.package_init(reg, files).template == "__init__.py.j2"
     on_disk = {f for f in os.listdir(render.TEMPLATE_DIR) if f.endswith(".j2")}
     assert on_disk == used, f"templates nobody renders: {sorted(on_disk - used)}"
 
@@ -330,6 +332,14 @@ def test_generated_tables_match_registry_on_every_cell():
         table = generated.dispatch.TABLES[name]
         rules = list(reg.tables[name])
         for point in itertools.product(*_cells(policy, rules)):
+            hit = next(r for r in rules if r.matches(point))
+            if hit.variant is None:  # an Outside region: both reject it, with its reason
+                with pytest.raises(LookupError, match="outside the domain"):
+                    lookup(policy, reg.tables[name], point)
+                with pytest.raises(ValueError) as info:
+                    table.lookup(*point)
+                assert str(info.value) == hit.note
+                continue
             want = lookup(policy, reg.tables[name], point)
             got = table.lookup(*point)
             assert (got.index, got.variant, got.params) == \

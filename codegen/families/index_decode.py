@@ -5,6 +5,8 @@ the feasibility rules a generic policy cannot know.
 """
 from __future__ import annotations
 
+from ..capabilities import supports_pdl
+from ..lower import literal, lower_contract
 from ..model import SpecError
 
 NAME = "index_decode"
@@ -18,13 +20,6 @@ def expand(specs: tuple, hardware: dict):
 FUSED = "index_decode_fused"
 
 
-PDL_CAPABILITY = (9, 0)  # programmatic dependent launch: NVIDIA Hopper and later
-
-
-def supports_pdl(hw) -> bool:
-    """Whether selector rows for Hardware ``hw`` may ask for pdl (tools/tune asks too)."""
-    return hw.vendor == "nvidia" and hw.capability is not None and \
-        hw.capability >= PDL_CAPABILITY
 
 
 def check(registry) -> None:
@@ -87,22 +82,9 @@ def _check_fused(registry) -> None:
                             f"to {hi if hi is not None else '∞'}")
 
 
-# Public names each generated file of the family exports through `generated`.
-EXPORTS = {
-    "index_fused.py": (),
-    "index_score.py": (),
-    "index_topk.py": (),
-    "decode_indexer.py": ("alloc_sparse_block_table", "build_sparse_block_table_decode",
-                          "explain_index_decode", "index_decode", "index_decode_scores",
-                          "index_decode_with_launch", "sparse_block_page_stride"),
-}
-
-
-def context(path: str, variants: list, reg) -> tuple[dict, list[str]]:
+def context(path: str, variants: list, reg) -> dict:
     """Render context of one generated file of the family: its contract constants (one set
     shared by every variant), tensor contracts and variant names, all lowered to literals."""
-    from ..render import literal, lower_contract
-
     constants = {}
     for v in variants:
         for key, value in v.constants:
@@ -118,7 +100,7 @@ def context(path: str, variants: list, reg) -> tuple[dict, list[str]]:
         "c": {k: literal(val) for k, val in constants.items()},
         "contracts": contracts,
         "variants": [v.name for v in variants],
-        "defaults": {name: literal(v.defaults) for name, v in reg.variants.items()
-                     if v.family == NAME and v.defaults},
+        "defaults": {name: {"params": literal(v.defaults), "where": str(v.loc)}
+                     for name, v in reg.variants.items() if v.family == NAME and v.defaults},
     }
-    return ctx, list(EXPORTS[path])
+    return ctx

@@ -29,6 +29,8 @@ import itertools
 
 import attrs
 
+from ..capabilities import supports_tf32x3
+from ..lower import TORCH_DTYPES, literal, lower_contract
 from ..measured import Row as MeasuredRow
 from ..model import (LOC, NUM_STAGES, NUM_WARPS, Location, Param, SpecError, TensorContract,
                      Variant, _spec_name, fail, is_pow2, spec_class, typed)
@@ -220,15 +222,6 @@ def _fail_at(spec, loc, field, rule):
 
 SPEC_TYPES = (RouterGemmFamily, RouterGemmShape)
 
-TF32_CAPABILITY = (8, 0)  # TF32 tensor cores: NVIDIA Ampere and later
-
-
-def supports_tf32x3(hw) -> bool:
-    """Whether split-K rows for Hardware ``hw`` may use tf32x3 (tools/tune asks too)."""
-    return hw.vendor == "nvidia" and hw.capability is not None and \
-        hw.capability >= TF32_CAPABILITY
-
-
 def check(registry) -> None:
     """A split-K row may ask for tf32x3 only on NVIDIA hardware with TF32 tensor cores."""
     for rule in registry.tables.get(NAME, ()):
@@ -329,9 +322,8 @@ def token_cap(shape, family) -> int:
     return family.max_tokens if shape.max_tokens is None else shape.max_tokens
 
 
-def context(path: str, variants: list, reg) -> tuple[dict, list[str]]:
-    """Render context of generated/moe_router.py and the names it exports."""
-    from ..render import TORCH_DTYPES, literal, lower_contract
+def context(path: str, variants: list, reg) -> dict:
+    """Render context of generated/moe_router.py."""
 
     family = reg.extras[NAME]
 
@@ -361,8 +353,4 @@ def context(path: str, variants: list, reg) -> tuple[dict, list[str]]:
         "out": lower_contract(family.logits),
         "table": NAME.upper(),
     }
-    names = ["ROUTER_GEMM_KERNELS", "ROUTER_GEMM_LIMITS", "ROUTER_GEMM_SHAPES",
-             "ROUTER_GEMM_SPLITK_SHAPES",
-             "can_use_router_gemm", "explain_router_gemm", "explain_router_logits",
-             "launch_router_gemm", "launch_router_gemm_splitk", "router_gemm", "router_logits"]
-    return ctx, names
+    return ctx

@@ -22,7 +22,8 @@ from __future__ import annotations
 import itertools
 
 from codegen.families import router_gemm as rg
-from codegen.families.index_decode import FUSED, supports_pdl
+from codegen.capabilities import supports_pdl, supports_tf32x3
+from codegen.families.index_decode import FUSED
 from codegen.measured import is_measured
 from codegen.policy import lookup
 
@@ -68,7 +69,7 @@ class Space:
         from specs import index_decode as decode_specs
 
         self.reg, self.target, self.sms, self.quick = reg, target, sms, quick
-        self.tf32x3 = rg.supports_tf32x3(target)
+        self.tf32x3 = supports_tf32x3(target)
         self.pdl = supports_pdl(target)
         self.warp = 64 if target.vendor == "amd" else 32  # threads per warp (wavefront)
         self.measured_here = target.name in reg.hardware and is_measured(

@@ -1,0 +1,23 @@
+"""What a hardware target can run: the one place launch options are matched to hardware.
+
+The spec loader (families' checks), the tuner (which candidates it offers) and the generated
+runtime (rendered PDL_CAPABILITY / TF32_CAPABILITY, checked again at launch) all ask here.
+"""
+from __future__ import annotations
+
+PDL_CAPABILITY = (9, 0)  # programmatic dependent launch: NVIDIA Hopper and later
+TF32_CAPABILITY = (8, 0)  # TF32 tensor cores: NVIDIA Ampere and later
+
+
+def _nvidia_at_least(hw, capability: tuple) -> bool:
+    return hw.vendor == "nvidia" and hw.capability is not None and hw.capability >= capability
+
+
+def supports_pdl(hw) -> bool:
+    """Whether rows for Hardware ``hw`` may ask for programmatic dependent launch (pdl)."""
+    return _nvidia_at_least(hw, PDL_CAPABILITY)
+
+
+def supports_tf32x3(hw) -> bool:
+    """Whether split-K router rows for Hardware ``hw`` may use tf32x3 tensor-core products."""
+    return _nvidia_at_least(hw, TF32_CAPABILITY)
