@@ -16,6 +16,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "generated")
 
 
+class CliError(Exception):
+    """A bad command line: main() prints it as one line on stderr and exits 2."""
+
+
 def _load(args) -> registry_mod.Registry:
     return registry_mod.load(args.specs)
 
@@ -44,11 +48,22 @@ def cmd_regenerate(args) -> int:
 
 def cmd_list(args) -> int:
     reg = _load(args)
+    families = sorted({v.family for v in reg.variants.values()})
+    if args.family and args.family not in families:
+        raise CliError(f"codegen list: --family {args.family!r} is unknown "
+                       f"(known: {', '.join(families)})")
+    hardware = None
+    if args.hardware:
+        # A filter that matches nothing would print an empty table: name the targets instead.
+        hardware = registry_mod.hardware_aliases(reg).get(args.hardware.strip().lower())
+        if hardware is None:
+            raise CliError(f"codegen list: --hardware {args.hardware!r} is unknown "
+                           f"(known: {', '.join(reg.hardware)})")
     rows = []
     for v in reg.variants.values():
         if args.family and v.family != args.family:
             continue
-        if args.hardware and args.hardware not in v.hardware:
+        if hardware and hardware not in v.hardware:
             continue
         dtypes = sorted({d for t in v.tensors for d in t.dtypes if not d.startswith("int")})
         rows.append({"family": v.family, "name": v.name, "hardware": list(v.hardware),
@@ -70,10 +85,13 @@ def cmd_list(args) -> int:
 def _parse_value(axis, text: str, aliases: dict):
     """An axis value from the command line: ints range-checked, hardware aliases normalized."""
     if axis.kind == "int":
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise CliError(f"codegen explain: {axis.name}={text!r} is not an integer") from None
         if value < axis.lo or (axis.hi is not None and value > axis.hi):
-            raise SystemExit(f"codegen explain: {axis.name}={value} is outside "
-                             f"{Between(axis.lo, axis.hi)}")
+            raise CliError(f"codegen explain: {axis.name}={value} is outside "
+                           f"{Between(axis.lo, axis.hi)}")
         return value
     if axis.name == "hardware":
         text = aliases.get(text.strip().lower(), text)
@@ -81,8 +99,8 @@ def _parse_value(axis, text: str, aliases: dict):
         rendered = "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
         if text in (rendered, str(v), ",".join(map(str, v)) if isinstance(v, tuple) else None):
             return v
-    raise SystemExit(f"codegen explain: {axis.name}={text!r} is not one of "
-                     f"{', '.join(map(str, axis.values))}")
+    raise CliError(f"codegen explain: {axis.name}={text!r} is not one of "
+                   f"{', '.join(map(str, axis.values))}")
 
 
 def explain_policy(reg, policy_name: str, values: dict) -> dict:
@@ -190,10 +208,20 @@ def main(argv=None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a reader that went away shows up here, not at interpreter exit
+        return code
     except SpecError as e:
         print(f"codegen: spec error: {e}", file=sys.stderr)
         return 2
+    except CliError as e:
+        print(e, file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # `codegen list | head`: stop quietly, with the status of a command killed by SIGPIPE.
+        # stdout goes to /dev/null so the exit-time flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -45,7 +45,7 @@ class Between:
     def __str__(self) -> str:
         if self.hi is None:
             return f"≥ {self.lo}"
-        return str(self.lo) if self.lo == self.hi else f"{self.lo}–{self.hi}"
+        return str(self.lo) if self.lo == self.hi else f"{self.lo}..{self.hi}"
 
 
 def one_of(*values) -> OneOf:

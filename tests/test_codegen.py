@@ -166,11 +166,11 @@ AXES = (Axis(name="hardware", kind="enum", values=("gfx950", "sm_90", "generic")
     ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=AXES, rules=(\n"
      "    Rule(when={}, variant='toy_a', by=Buckets(axis='n', rows=(\n"
      "        (1, 8, dict(block=2)), (8, None, dict(block=4))))),)))\n",
-     "field 'rows': buckets 1–8 and ≥ 8 overlap"),
+     "field 'rows': buckets 1..8 and ≥ 8 overlap"),
     ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=AXES, rules=(\n"
      "    Rule(when={}, variant='toy_a', by=Buckets(axis='n', rows=(\n"
      "        (1, 8, dict(block=2)), (10, None, dict(block=4))))),)))\n",
-     "gap between buckets 1–8 and ≥ 10: 9..9 is not covered"),
+     "gap between buckets 1..8 and ≥ 10: 9..9 is not covered"),
     ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=AXES, rules=(\n"
      "    Rule(when={}, variant='toy_b', params=dict(block=2)),)))\n",
      "field 'variant': no variant 'toy_b' in family 'toy'"),
@@ -486,6 +486,65 @@ def test_explain_variant_lists_the_rules_that_select_it(capsys):
 def test_explain_rejects_unknown_axis(capsys):
     assert cli.main(["explain", "router_gemm", "warps=4"]) == 2
     assert "has no axis 'warps'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, message", [
+    ("x", "codegen explain: num_tokens='x' is not an integer"),
+    ("4.5", "codegen explain: num_tokens='4.5' is not an integer"),
+    ("99", "codegen explain: num_tokens=99 is outside 1..32"),
+])
+def test_explain_bad_int_is_a_one_line_error(capsys, value, message):
+    argv = ["explain", "router_gemm", "hardware=sm_90", "shape=6144x128", f"num_tokens={value}"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == message + "\n", err
+
+
+@pytest.mark.parametrize("flag, value", [("--family", "router"), ("--hardware", "b200")])
+def test_list_unknown_filter_names_the_known_values(capsys, flag, value):
+    reg = registry.load()
+    known = {"--family": sorted({v.family for v in reg.variants.values()}),
+             "--hardware": list(reg.hardware)}[flag]
+    assert len(known) >= 2
+    assert cli.main(["list", flag, value]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == \
+        f"codegen list: {flag} {value!r} is unknown (known: {', '.join(known)})\n", captured
+
+
+def test_list_hardware_filter_takes_aliases(capsys):
+    assert cli.main(["list", "--json", "--hardware", "MI355X"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all("gfx950" in r["hardware"] for r in rows)
+
+
+def test_list_into_a_closed_pipe_exits_quietly():
+    """`codegen list --json | head -1`: the reader is gone before codegen writes."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write now fails with EPIPE
+    try:
+        run = subprocess.run([sys.executable, "-m", "codegen", "list", "--json"], cwd=ROOT,
+                             stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert run.stderr == "" and run.returncode == 141, (run.returncode, run.stderr)
+
+
+def test_generated_messages_show_ranges_as_lo_dot_dot_hi():
+    import generated
+    from decode_inputs import make_decode_inputs
+
+    Range = generated.dispatch.Range
+    assert (str(Range(1, 8)), str(Range(0, None)), str(Range(3, 3))) == ("1..8", "≥ 0", "3")
+    with pytest.raises(ValueError) as info:
+        generated.dispatch.ROUTER_GEMM.lookup("sm_90", (6144, 128), 33)
+    assert "outside the supported domain 1..32 " in str(info.value), info.value
+    inputs, _ = make_decode_inputs(1, 1, [5])
+    with pytest.raises(ValueError) as info:
+        generated.index_decode(**inputs, topk=16, init_blocks=0, local_blocks=1, num_kv_heads=1,
+                               decode_query_len=1, max_decode_query_len=9)
+    assert str(info.value).startswith("max_decode_query_len:") and "1..8" in str(info.value) \
+        and "Range" not in str(info.value), info.value
 
 
 def test_measured_targets_are_listed_under_their_own_names():
