@@ -12,8 +12,8 @@ from .policy import Between, describe_point, lookup
 from .render import REGENERATE, render_all
 from .writer import FIX_HINT, check, write
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_OUT = os.path.join(ROOT, "generated")
+# generated/ of the checkout; None when codegen is installed (never write into site-packages).
+DEFAULT_OUT = os.path.join(registry_mod.ROOT, "generated") if registry_mod.IN_CHECKOUT else None
 
 
 class CliError(Exception):
@@ -22,6 +22,15 @@ class CliError(Exception):
 
 def _load(args) -> registry_mod.Registry:
     return registry_mod.load(args.specs)
+
+
+def _require_paths(args) -> None:
+    """Outside a checkout --specs (and --out for regenerate) have no default: say so in a line."""
+    missing = [flag for flag, value in (("--specs DIR", args.specs),
+                                        ("--out DIR", getattr(args, "out", ""))) if value is None]
+    if missing:
+        raise CliError(f"codegen {args.command}: not run from a kspec checkout (no specs/ next "
+                       f"to the codegen package), so pass {' and '.join(missing)}")
 
 
 def cmd_regenerate(args) -> int:
@@ -176,7 +185,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="codegen", description=(
         "Declarative kernel-spec code generator: renders specs/ into generated/."))
     parser.add_argument("--specs", default=registry_mod.DEFAULT_SPECS,
-                        help="spec package directory (default: specs/)")
+                        help="spec package directory (default: the checkout's specs/)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("regenerate", help="write generated/ from the specs",
@@ -185,7 +194,8 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 with a unified diff if generated/ is stale, "
                         "hand-edited, missing a file or holding an extra one")
-    p.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: generated/)")
+    p.add_argument("--out", default=DEFAULT_OUT,
+                   help="output directory (default: the checkout's generated/)")
     p.set_defaults(func=cmd_regenerate)
 
     p = sub.add_parser("list", help="table of every variant",
@@ -208,6 +218,7 @@ def main(argv=None) -> int:
 
     args = parser.parse_args(argv)
     try:
+        _require_paths(args)
         code = args.func(args)
         sys.stdout.flush()  # a reader that went away shows up here, not at interpreter exit
         return code
