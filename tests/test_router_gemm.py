@@ -1,4 +1,4 @@
-"""Router GEMM (KERNELS.md §11, invariants §12 items 15-18).
+"""Router GEMM (docs/KERNELS.md §11, invariants §12 items 15-18).
 
 CPU runs go through Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET=1 when there
 is no GPU); on a GPU machine the same tests run on the device. The reference is written from the
