@@ -42,3 +42,4 @@ import interpreter_fixes  # noqa: E402
 
 interpreter_fixes.install()
 __import__("interpreter_fixes_topk").install_xor_reduce_fast_path()  # tl.topk speed (CPU only)
+__import__("interpreter_speed").install()  # no per-helper-call re-patching (CPU only)
