@@ -1,6 +1,9 @@
-"""tests/interpreter_speed.py: helper calls inside a launch no longer re-patch triton.language,
-and a kernel computes exactly what it computed without the patch."""
+"""Test-suite speed setup: tests/interpreter_speed.py (helper calls inside a launch no longer
+re-patch triton.language; a kernel computes exactly what it computed without the patch) and
+one thread per xdist worker (tests/conftest.py)."""
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -9,8 +12,8 @@ import triton.language as tl
 
 import interpreter_speed
 
-pytestmark = pytest.mark.skipif(not interpreter_speed._interpreting(),
-                                reason="the patch is for Triton's CPU interpreter only")
+interpreter_only = pytest.mark.skipif(not interpreter_speed._interpreting(),
+                                      reason="the patch is for Triton's CPU interpreter only")
 
 
 @triton.jit
@@ -39,6 +42,7 @@ def _run(monkeypatch, patch_lang):
     return out
 
 
+@interpreter_only
 def test_helper_calls_skip_the_repatch_with_the_same_result(monkeypatch):
     from triton.runtime import interpreter as itp
 
@@ -57,3 +61,11 @@ def test_helper_calls_skip_the_repatch_with_the_same_result(monkeypatch):
     assert torch.equal(want, torch.full((4, 16), 56.0)) and torch.equal(got, want)
     assert len(slow) >= 4 * 9, slow  # every helper call of every program re-patched
     assert fast[0] == "_kernel" and len(fast) <= 3, fast  # the launch + tl.max's module
+
+
+@pytest.mark.skipif(not os.environ.get("PYTEST_XDIST_WORKER"), reason="only under pytest -n")
+def test_xdist_workers_use_one_thread():
+    """One worker per core: neither torch in the worker nor the tools it starts spin extra
+    threads (tests/conftest.py)."""
+    assert torch.get_num_threads() == 1
+    assert os.environ["OMP_NUM_THREADS"] == "1"
