@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-# Interpreter tests are CPU bound: one worker per core.
+# Interpreter tests are CPU bound: one worker per core. worksteal: a few tests run for a minute
+# (the tuner self-test, the bench smoke test); an idle worker takes pending tests from a busy one.
 JOBS ?= auto
 
 .PHONY: setup regenerate check test test-gpu clean
@@ -25,7 +26,7 @@ check: $(STAMP)
 test: $(STAMP)
 	PYTHONHASHSEED=0 $(BIN)/codegen regenerate --check
 	PYTHONHASHSEED=4242 $(BIN)/codegen regenerate --check
-	$(BIN)/python -m pytest -q -n $(JOBS) tests
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal tests
 
 # On a machine with a GPU (the H200 via the device tool: see NOTES.md).
 test-gpu:

@@ -12,12 +12,25 @@ from .policy import Between, describe_point, lookup
 from .render import REGENERATE, render_all
 from .writer import FIX_HINT, check, write
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_OUT = os.path.join(ROOT, "generated")
+# generated/ of the checkout; None when codegen is installed (never write into site-packages).
+DEFAULT_OUT = os.path.join(registry_mod.ROOT, "generated") if registry_mod.IN_CHECKOUT else None
+
+
+class CliError(Exception):
+    """A bad command line: main() prints it as one line on stderr and exits 2."""
 
 
 def _load(args) -> registry_mod.Registry:
     return registry_mod.load(args.specs)
+
+
+def _require_paths(args) -> None:
+    """Outside a checkout --specs (and --out for regenerate) have no default: say so in a line."""
+    missing = [flag for flag, value in (("--specs DIR", args.specs),
+                                        ("--out DIR", getattr(args, "out", ""))) if value is None]
+    if missing:
+        raise CliError(f"codegen {args.command}: not run from a kspec checkout (no specs/ next "
+                       f"to the codegen package), so pass {' and '.join(missing)}")
 
 
 def cmd_regenerate(args) -> int:
@@ -44,11 +57,22 @@ def cmd_regenerate(args) -> int:
 
 def cmd_list(args) -> int:
     reg = _load(args)
+    families = sorted({v.family for v in reg.variants.values()})
+    if args.family and args.family not in families:
+        raise CliError(f"codegen list: --family {args.family!r} is unknown "
+                       f"(known: {', '.join(families)})")
+    hardware = None
+    if args.hardware:
+        # A filter that matches nothing would print an empty table: name the targets instead.
+        hardware = registry_mod.hardware_aliases(reg).get(args.hardware.strip().lower())
+        if hardware is None:
+            raise CliError(f"codegen list: --hardware {args.hardware!r} is unknown "
+                           f"(known: {', '.join(reg.hardware)})")
     rows = []
     for v in reg.variants.values():
         if args.family and v.family != args.family:
             continue
-        if args.hardware and args.hardware not in v.hardware:
+        if hardware and hardware not in v.hardware:
             continue
         dtypes = sorted({d for t in v.tensors for d in t.dtypes if not d.startswith("int")})
         rows.append({"family": v.family, "name": v.name, "hardware": list(v.hardware),
@@ -70,10 +94,13 @@ def cmd_list(args) -> int:
 def _parse_value(axis, text: str, aliases: dict):
     """An axis value from the command line: ints range-checked, hardware aliases normalized."""
     if axis.kind == "int":
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise CliError(f"codegen explain: {axis.name}={text!r} is not an integer") from None
         if value < axis.lo or (axis.hi is not None and value > axis.hi):
-            raise SystemExit(f"codegen explain: {axis.name}={value} is outside "
-                             f"{Between(axis.lo, axis.hi)}")
+            raise CliError(f"codegen explain: {axis.name}={value} is outside "
+                           f"{Between(axis.lo, axis.hi)}")
         return value
     if axis.name == "hardware":
         text = aliases.get(text.strip().lower(), text)
@@ -81,8 +108,8 @@ def _parse_value(axis, text: str, aliases: dict):
         rendered = "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
         if text in (rendered, str(v), ",".join(map(str, v)) if isinstance(v, tuple) else None):
             return v
-    raise SystemExit(f"codegen explain: {axis.name}={text!r} is not one of "
-                     f"{', '.join(map(str, axis.values))}")
+    raise CliError(f"codegen explain: {axis.name}={text!r} is not one of "
+                   f"{', '.join(map(str, axis.values))}")
 
 
 def explain_policy(reg, policy_name: str, values: dict) -> dict:
@@ -162,7 +189,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="codegen", description=(
         "Declarative kernel-spec code generator: renders specs/ into generated/."))
     parser.add_argument("--specs", default=registry_mod.DEFAULT_SPECS,
-                        help="spec package directory (default: specs/)")
+                        help="spec package directory (default: the checkout's specs/)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("regenerate", help="write generated/ from the specs",
@@ -171,7 +198,8 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 with a unified diff if generated/ is stale, "
                         "hand-edited, missing a file or holding an extra one")
-    p.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: generated/)")
+    p.add_argument("--out", default=DEFAULT_OUT,
+                   help="output directory (default: the checkout's generated/)")
     p.set_defaults(func=cmd_regenerate)
 
     p = sub.add_parser("list", help="table of every variant",
@@ -194,10 +222,21 @@ def main(argv=None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        _require_paths(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a reader that went away shows up here, not at interpreter exit
+        return code
     except SpecError as e:
         print(f"codegen: spec error: {e}", file=sys.stderr)
         return 2
+    except CliError as e:
+        print(e, file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # `codegen list | head`: stop quietly, with the status of a command killed by SIGPIPE.
+        # stdout goes to /dev/null so the exit-time flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -30,13 +30,23 @@ class Location:
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# Spec locations read "specs/x.py:12": relative to the directory holding the spec package being
+# loaded (registry.load sets it), so generated headers carry no absolute path, also when an
+# installed codegen renders a spec directory given with --specs.
+_location_root = os.path.dirname(_HERE)
+
+
+def set_location_root(path: str) -> str:
+    """Show spec locations relative to ``path`` from now on; returns the previous root."""
+    global _location_root
+    previous, _location_root = _location_root, os.path.abspath(path)
+    return previous
 
 
 def _relative(path: str) -> str:
     path = os.path.abspath(path)
-    root = os.path.dirname(_HERE)
     try:
-        rel = os.path.relpath(path, root)
+        rel = os.path.relpath(path, _location_root)
     except ValueError:  # pragma: no cover - other drive on Windows
         return path
     return path if rel.startswith("..") else rel

@@ -14,10 +14,15 @@ from typing import Any
 import attrs
 
 from . import families
-from .model import Hardware, SpecError, Variant
+from .model import Hardware, SpecError, Variant, set_location_root
 from .policy import FlatRule, Policy, flatten
 
-DEFAULT_SPECS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "specs")
+# A source checkout holds specs/ and generated/ next to codegen/; an installed codegen (in
+# site-packages) has neither, and its neighbours are other packages: defaults only in a checkout.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IN_CHECKOUT = os.path.isfile(os.path.join(ROOT, "pyproject.toml")) and \
+    os.path.isfile(os.path.join(ROOT, "specs", "__init__.py"))
+DEFAULT_SPECS = os.path.join(ROOT, "specs") if IN_CHECKOUT else None
 
 
 @attrs.frozen
@@ -64,7 +69,20 @@ def _check_unique(objs: list, kind: str) -> dict:
     return out
 
 
-def load(spec_dir: str = DEFAULT_SPECS) -> Registry:
+def load(spec_dir: str | None = None) -> Registry:
+    """Load the spec package ``spec_dir`` (default: the checkout's specs/)."""
+    spec_dir = spec_dir or DEFAULT_SPECS
+    if spec_dir is None:
+        raise ValueError("spec_dir: codegen is installed, not run from a checkout, so there is "
+                         "no default specs/; pass the spec package directory")
+    previous = set_location_root(os.path.dirname(os.path.abspath(spec_dir)))
+    try:
+        return _load(spec_dir)
+    finally:
+        set_location_root(previous)
+
+
+def _load(spec_dir: str) -> Registry:
     collected: list = []
     for module in _import_dir(spec_dir):
         collected.extend(getattr(module, "SPECS", ()))

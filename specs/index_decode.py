@@ -1,4 +1,4 @@
-"""MiniMax-M3 sparse-attention decode indexer (KERNELS.md §§1–6, 8, 10).
+"""MiniMax-M3 sparse-attention decode indexer (docs/KERNELS.md §1–§6, §8, §10).
 
 Variants: the split-K and request-balanced block scorers, the fused top-k selector (optionally
 emitting the page-16 sparse block table), the single-launch scorer + selector

@@ -1,4 +1,4 @@
-"""fp32 low-token router GEMM (KERNELS.md §11): one RouterGemmShape per weight shape.
+"""fp32 low-token router GEMM (docs/KERNELS.md §11): one RouterGemmShape per weight shape.
 
 Launch tables map token-count buckets (gfx950/generic: M ≤ 4, 5–16, 17–32, upstream's; the
 measured tables use finer ones) to a kernel and its launch parameters. A row without `kernel=` takes the per-expert kernel of §11 (block_m, block_k,

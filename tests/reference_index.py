@@ -1,4 +1,4 @@
-"""Pure-torch / pure-Python references for the decode index scorers (KERNELS.md §2, §3).
+"""Pure-torch / pure-Python references for the decode index scorers (docs/KERNELS.md §2, §3).
 
 Independent of Triton and of generated/: written straight from the spec text.
 """

@@ -1,4 +1,4 @@
-"""Reference launch policy for the MiniMax-M3 index decode kernels (KERNELS.md §8.1-§8.3),
+"""Reference launch policy for the MiniMax-M3 index decode kernels (docs/KERNELS.md §8.1-§8.3),
 written as the upstream formulas, independently of specs/: the generated dispatch tables must
 give identical results for gfx950 and generic (tests/test_index_topk.py sweeps them). ``hardware`` is a normalized arch string: "gfx950" selects the
 gfx950 rows; every other value ("sm_90", "generic", ...) takes the non-gfx950 branches.

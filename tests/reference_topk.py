@@ -1,5 +1,5 @@
 """Independent pure-Python / pure-torch references for the decode top-k selector and the page-16
-sparse block table (KERNELS.md §2, §3, §4, §6, §12.6, §12.10).
+sparse block table (docs/KERNELS.md §2, §3, §4, §6, §12.6, §12.10).
 
 Written from the spec only; shares no code with generated/. Slow but obviously correct: use small
 shapes (or a GPU for the dense reference).

@@ -168,11 +168,11 @@ AXES = (Axis(name="hardware", kind="enum", values=("gfx950", "sm_90", "generic")
     ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=AXES, rules=(\n"
      "    Rule(when={}, variant='toy_a', by=Buckets(axis='n', rows=(\n"
      "        (1, 8, dict(block=2)), (8, None, dict(block=4))))),)))\n",
-     "field 'rows': buckets 1–8 and ≥ 8 overlap"),
+     "field 'rows': buckets 1..8 and ≥ 8 overlap"),
     ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=AXES, rules=(\n"
      "    Rule(when={}, variant='toy_a', by=Buckets(axis='n', rows=(\n"
      "        (1, 8, dict(block=2)), (10, None, dict(block=4))))),)))\n",
-     "gap between buckets 1–8 and ≥ 10: 9..9 is not covered"),
+     "gap between buckets 1..8 and ≥ 10: 9..9 is not covered"),
     ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=AXES, rules=(\n"
      "    Rule(when={}, variant='toy_b', params=dict(block=2)),)))\n",
      "field 'variant': no variant 'toy_b' in family 'toy'"),
@@ -346,6 +346,90 @@ def test_generated_tables_match_registry_on_every_cell():
                 (want.index, want.variant, dict(want.params)), point
 
 
+def _prove_exhaustive(policy, rules):
+    """The proof by definition: every rule tested at every point of the cell product."""
+    import itertools
+
+    from codegen.policy import _cells, describe_point
+
+    for point in itertools.product(*_cells(policy, rules)):
+        hits = [r for r in rules if r.matches(point)]
+        if len(hits) != 1:
+            return ("gap", describe_point(policy, point)) if not hits else \
+                ("overlap", describe_point(policy, point), hits[0].index, hits[1].index)
+    return None
+
+
+def _random_table(rng):
+    from codegen.model import Location
+    from codegen.policy import Axis, Between, FlatRule, Policy
+
+    axes = (Axis(name="hardware", kind="enum", values=("a", "b", "c"), doc="hw"),
+            Axis(name="n", kind="int", lo=0, hi=None if rng.random() < 0.5 else 40, doc="n"),
+            Axis(name="d", kind="enum", values=(16, 64, 128), doc="d"),
+            Axis(name="m", kind="int", lo=1, hi=12, doc="m"))
+    policy = Policy(name="toy", family="toy", doc="toy", axes=axes, rules=())
+    rules = []
+    for k in range(rng.randint(0, 14)):
+        conds = []
+        for axis in axes:
+            if rng.random() < 0.35:
+                conds.append(None)
+            elif axis.kind == "enum":
+                conds.append(tuple(v for v in axis.values if rng.random() < 0.6) or axis.values[:1])
+            else:
+                lo = rng.randint(axis.lo, (axis.hi or 50) - 1)
+                hi = None if axis.hi is None and rng.random() < 0.3 else \
+                    rng.randint(lo, axis.hi or 50)
+                conds.append(Between(lo, hi))
+        rules.append(FlatRule(k, tuple(conds), "v", (), Location("toy.py", 10 + k), ""))
+    return policy, rules
+
+
+def test_fast_proof_agrees_with_the_exhaustive_one():
+    """codegen.policy.prove (masks + memo) finds the same first gap/overlap, naming the same
+    point and rules, as testing every rule at every point."""
+    import random
+
+    from codegen import policy as policy_mod
+
+    rng = random.Random(11)
+    outcomes = set()
+    for _ in range(400):
+        policy, rules = _random_table(rng)
+        want = _prove_exhaustive(policy, rules)
+        try:
+            policy_mod.prove(policy, rules)
+        except SpecError as e:
+            message = str(e)
+            assert want is not None, message
+            assert f"{want[0]}: " in message and want[1] + " (" in message, (want, message)
+            if want[0] == "overlap":
+                assert f"rule at toy.py:{10 + want[3]} and rule at toy.py:{10 + want[2]}" \
+                    in message, (want, message)
+        else:
+            assert want is None, want
+        outcomes.add(None if want is None else want[0])
+    assert outcomes == {None, "gap", "overlap"}  # the random tables exercised all three
+
+
+def test_proof_is_memoized_by_content(monkeypatch):
+    """A second load of the same specs does not re-prove; a changed table is proved again."""
+    from codegen import policy as policy_mod
+
+    reg = registry.load()
+
+    def no_enumeration(*args):
+        raise AssertionError("proved again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(policy_mod, "_cells", no_enumeration)
+        registry.load()  # every table was proved above: one hash per table, no cells
+    # Dropping a row makes a gap: the memo of the full table must not hide it.
+    with pytest.raises(SpecError, match="gap: no rule covers"):
+        policy_mod.prove(reg.policies["index_score"], list(reg.tables["index_score"])[:-1])
+
+
 def test_dispatch_miss_is_a_clear_error():
     import generated
 
@@ -412,6 +496,65 @@ def test_explain_variant_lists_the_rules_that_select_it(capsys):
 def test_explain_rejects_unknown_axis(capsys):
     assert cli.main(["explain", "router_gemm", "warps=4"]) == 2
     assert "has no axis 'warps'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, message", [
+    ("x", "codegen explain: num_tokens='x' is not an integer"),
+    ("4.5", "codegen explain: num_tokens='4.5' is not an integer"),
+    ("99", "codegen explain: num_tokens=99 is outside 1..32"),
+])
+def test_explain_bad_int_is_a_one_line_error(capsys, value, message):
+    argv = ["explain", "router_gemm", "hardware=sm_90", "shape=6144x128", f"num_tokens={value}"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == message + "\n", err
+
+
+@pytest.mark.parametrize("flag, value", [("--family", "router"), ("--hardware", "b200")])
+def test_list_unknown_filter_names_the_known_values(capsys, flag, value):
+    reg = registry.load()
+    known = {"--family": sorted({v.family for v in reg.variants.values()}),
+             "--hardware": list(reg.hardware)}[flag]
+    assert len(known) >= 2
+    assert cli.main(["list", flag, value]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == \
+        f"codegen list: {flag} {value!r} is unknown (known: {', '.join(known)})\n", captured
+
+
+def test_list_hardware_filter_takes_aliases(capsys):
+    assert cli.main(["list", "--json", "--hardware", "MI355X"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all("gfx950" in r["hardware"] for r in rows)
+
+
+def test_list_into_a_closed_pipe_exits_quietly():
+    """`codegen list --json | head -1`: the reader is gone before codegen writes."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write now fails with EPIPE
+    try:
+        run = subprocess.run([sys.executable, "-m", "codegen", "list", "--json"], cwd=ROOT,
+                             stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert run.stderr == "" and run.returncode == 141, (run.returncode, run.stderr)
+
+
+def test_generated_messages_show_ranges_as_lo_dot_dot_hi():
+    import generated
+    from decode_inputs import make_decode_inputs
+
+    Range = generated.dispatch.Range
+    assert (str(Range(1, 8)), str(Range(0, None)), str(Range(3, 3))) == ("1..8", "≥ 0", "3")
+    with pytest.raises(ValueError) as info:
+        generated.dispatch.ROUTER_GEMM.lookup("sm_90", (6144, 128), 33)
+    assert "outside the supported domain 1..32 " in str(info.value), info.value
+    inputs, _ = make_decode_inputs(1, 1, [5])
+    with pytest.raises(ValueError) as info:
+        generated.index_decode(**inputs, topk=16, init_blocks=0, local_blocks=1, num_kv_heads=1,
+                               decode_query_len=1, max_decode_query_len=9)
+    assert str(info.value).startswith("max_decode_query_len:") and "1..8" in str(info.value) \
+        and "Range" not in str(info.value), info.value
 
 
 def test_measured_targets_are_their_data_files():

@@ -1,4 +1,4 @@
-"""Decode index scorers (generated/index_score.py) against KERNELS.md §3 / §12 items 1-5.
+"""Decode index scorers (generated/index_score.py) against docs/KERNELS.md §3 / §12 items 1-5.
 
 CPU runs go through the Triton interpreter (small shapes); tests marked ``gpu`` use realistic
 sizes (up to 128k tokens, 64 requests) and are skipped without a GPU.
@@ -362,7 +362,7 @@ def test_alloc_scores_shape():
 # ---------------------------------------------------------------------------------------------
 
 def _split_chunks(R):
-    """Default split policy of KERNELS.md §8.2 (target grid 512, at most 256 chunks)."""
+    """Default split policy of docs/KERNELS.md §8.2 (target grid 512, at most 256 chunks)."""
     x = max(1, min(256, 512 // max(1, R)))
     return 1 << (x.bit_length() - 1)
 

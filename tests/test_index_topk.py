@@ -1,6 +1,6 @@
 """Fused decode top-k selector, sparse-table builders, index_decode wrapper and launch policy.
 
-KERNELS.md §12 items 6-14. CPU tests run the kernels in Triton's interpreter with small shapes
+docs/KERNELS.md §12 items 6-14. CPU tests run the kernels in Triton's interpreter with small shapes
 (BLOCK_SIZE_K 128 variants stand in for 512 where many blocks are needed); ``gpu`` tests use
 realistic sizes and CUDA graphs and are skipped without a GPU.
 """

@@ -1,4 +1,4 @@
-"""Router GEMM (KERNELS.md §11, invariants §12 items 15-18).
+"""Router GEMM (docs/KERNELS.md §11, invariants §12 items 15-18).
 
 CPU runs go through Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET=1 when there
 is no GPU); on a GPU machine the same tests run on the device. The reference is written from the
@@ -204,17 +204,11 @@ def exact_fp32_matmul():
         torch.set_float32_matmul_precision(old)
 
 
-# Kernel results shared between the correctness test and the top-k test (same seeded inputs).
-_RESULTS: dict = {}
-
-
 def run_case(shape, M, dtype_name):
-    key = (tuple(shape), M, dtype_name)
-    if key not in _RESULTS:
-        K, N = shape
-        x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("main", *key))
-        _RESULTS[key] = (x, w, router_gemm(x, w))
-    return _RESULTS[key]
+    K, N = shape
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("main", tuple(shape), M,
+                                                                  dtype_name))
+    return x, w, router_gemm(x, w)
 
 
 # -------------------------------------------------------------------------------------------
@@ -267,12 +261,7 @@ def test_output_is_fresh_and_inputs_untouched():
 # -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype_name", list(DTYPES))
-@pytest.mark.parametrize("M", [5, 32], ids=lambda m: f"M{m}")
-@pytest.mark.parametrize("shape", SPEC_SHAPES, ids=shape_id)
-def test_topk_experts_match_reference(shape, M, dtype_name):
-    x, w, out = run_case(shape, M, dtype_name)
-    check_topk(out, reference(x, w), topk_k(shape))
+# test_router_gemm_matches_reference checks the top-k expert sets of every case with M > 0.
 
 
 def test_topk_checker_allows_only_near_ties():

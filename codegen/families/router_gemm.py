@@ -7,7 +7,7 @@ and to the ``router_gemm`` dispatch policy.
 
 Kernels (a launch table row picks one with ``kernel=``; default ``per_expert``):
 
-- ``per_expert`` (variant ``router_gemm_k{K}_n{N}``): KERNELS.md §11, one program per
+- ``per_expert`` (variant ``router_gemm_k{K}_n{N}``): docs/KERNELS.md §11, one program per
   (row tile, expert), BLOCK_M×BLOCK_K fp32 partials reduced at the end. Params block_m,
   block_k, num_warps, num_stages.
 - ``splitk`` (variant ``router_gemm_splitk_k{K}_n{N}``): grid (cdiv(N, block_n), split_k), one

@@ -1,0 +1,87 @@
+"""The kernel contract lives in the repository (docs/KERNELS.md), and every `§N` reference in
+code, templates, specs, tests, tools and docs names a section or item that exists there."""
+from __future__ import annotations
+
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONTRACT = os.path.join(ROOT, "docs", "KERNELS.md")
+SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", "build", "out", ".whl"}
+TEXT = (".py", ".j2", ".md", ".txt", ".toml", ".json", ".sh", ".cfg", ".ini", ".yml", ".yaml")
+THIS = os.path.abspath(__file__)  # holds the patterns it looks for
+
+
+def _text_files():
+    for base, dirs, names in os.walk(ROOT):
+        # hidden folders (.venv, .git, local scratch) are not part of the repository's text
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
+                         and not d.startswith("."))
+        for name in sorted(names):
+            path = os.path.join(base, name)
+            if (name.endswith(TEXT) or name == "Makefile") and path != THIS:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    yield os.path.relpath(path, ROOT), f.read()
+
+
+def _contract():
+    """({"N" or "N.M" heading numbers}, {section key: {item numbers}}) of docs/KERNELS.md:
+    items are numbered list entries ("3. …") and numbered table rows ("| 3 | …")."""
+    headings, items, key = set(), {}, None
+    with open(CONTRACT, encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"#{2,3} (\d+(?:\.\d+)?)[. ]", line)
+            if m:
+                key = m.group(1)
+                headings.add(key)
+                continue
+            m = re.match(r"(\d+)\. |\| (\d+) \|", line)
+            if m and key:
+                items.setdefault(key, set()).add(int(m.group(1) or m.group(2)))
+                items.setdefault(key.split(".")[0], set()).add(int(m.group(1) or m.group(2)))
+    return headings, items
+
+
+def _numbers(text: str) -> list[int]:
+    out = []
+    for piece in re.split(r",|\band\b", text):
+        bounds = [int(x) for x in re.findall(r"\d+", piece)]
+        if len(bounds) == 2:
+            out.extend(range(bounds[0], bounds[1] + 1))
+        else:
+            out.extend(bounds)
+    return out
+
+
+def test_no_file_points_outside_the_repository():
+    bad = [f"{rel}:{text[:m.start()].count(chr(10)) + 1}"
+           for rel, text in _text_files() for m in re.finditer(r"\.\./shared|shared/spec", text)]
+    assert not bad, f"references to a contract outside the repository: {bad}"
+
+
+def test_every_kernels_md_mention_is_the_repository_document():
+    bad = [f"{rel}:{text[:m.start()].count(chr(10)) + 1}" for rel, text in _text_files()
+           if rel != os.path.join("docs", "KERNELS.md")
+           for m in re.finditer(r"(?<!docs/)KERNELS\.md", text)]
+    assert not bad, f"say docs/KERNELS.md: {bad}"
+
+
+def test_every_section_reference_exists():
+    headings, items = _contract()
+    assert {str(n) for n in range(1, 15)} <= headings, sorted(headings)
+    assert "Out-of-range inputs" in open(CONTRACT, encoding="utf-8").read()
+    bad, seen = [], 0
+    for rel, text in _text_files():
+        for m in re.finditer(r"§(\d+)(?:\.(\d+))?", text):
+            seen += 1
+            sec, sub = m.group(1), m.group(2)
+            ok = sec in headings and (sub is None or f"{sec}.{sub}" in headings
+                                      or int(sub) in items.get(sec, ()))
+            if not ok:
+                bad.append(f"{rel}: {m.group(0)}")
+        for m in re.finditer(r"§(\d+) (?:items?|rows?|steps?) ([\d ,–-]+(?:and [\d ]+)?)", text):
+            missing = [n for n in _numbers(m.group(2)) if n not in items.get(m.group(1), ())]
+            if missing:
+                bad.append(f"{rel}: {m.group(0).strip()} (no item {missing})")
+    assert seen > 100  # the scan sees the code's references
+    assert not bad, "references to sections or items docs/KERNELS.md lacks:\n" + "\n".join(bad)
