@@ -6,7 +6,7 @@ A run is one process on one machine in one state:
   allocated after the previous point's were freed and returned to the driver;
 * ``used``: the same after tools/bench.py's first decode scenarios ran in this process (the
   bench allocates, times and frees each one), as happens before a bench's 128k rows — the
-  state in which sm_90's R64 128k Q1 row took 555 µs instead of 492 (NOTES.md, issue 12).
+  state in which sm_90's R64 128k Q1 row took 555 µs instead of 492 (docs/OPEN_PROBLEMS.md, issue 12).
 
 Within a bucket, every (candidate, representative) is checked once against the reference
 result, captured once in a CUDA graph, then timed in ``rounds`` rounds: each round takes

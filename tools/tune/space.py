@@ -15,7 +15,7 @@ Facts come from where they are declared, never restated here:
 
 What is the tuner's own is the sampling plan: where bucket edges sit inside those domains, which
 points represent a bucket, and the pruning heuristics below (each says why). The plan was shaped
-on the H200 (NOTES.md, sessions 1-4).
+on the H200 (sessions 1-4; git history of NOTES.md).
 """
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ class Space:
     # -- decode --------------------------------------------------------------------------------
     def decode_points(self, contexts=None) -> list:
         """(R, Q, max_block) measured, largest inputs first: the multi-GB caches are allocated
-        before anything else fragments the device's memory (the 'fresh' state, NOTES.md)."""
+        before anything else fragments the device's memory (the 'fresh' state, docs/OPEN_PROBLEMS.md)."""
         rs = sorted({r for reps in self.req_reps.values() for r in reps})
         mbs = sorted(set(self.score_mb_buckets.values()))
         if self.quick:
