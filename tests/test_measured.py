@@ -56,18 +56,18 @@ def test_converted_rows_keep_their_measurements(text):
 
 FIRST_SCORE = '{"max_q": [1, 1], "max_block": [0, 64], "num_reqs": [1, 2]'
 SECOND_SCORE = '{"max_q": [1, 1], "max_block": [0, 64], "num_reqs": [3, 4]'
-FIRST_LABEL = "(index_score row sm_90: max_q 1, max_block 0–64, num_reqs 1–2)"
-SECOND_LABEL = "(index_score row sm_90: max_q 1, max_block 0–64, num_reqs 3–4)"
+FIRST_LABEL = "(index_score row sm_90: max_q 1, max_block 0..64, num_reqs 1..2)"
+SECOND_LABEL = "(index_score row sm_90: max_q 1, max_block 0..64, num_reqs 3..4)"
 
 
 @pytest.mark.parametrize("old, new, at, label, field, rule", [
     (FIRST_SCORE + ",", FIRST_SCORE + ', "colour": 1,', FIRST_SCORE, FIRST_LABEL, "colour",
      "unknown key"),
     ('"num_reqs": [3, 4]', '"num_reqs": [4, 4]', SECOND_SCORE.replace("[3, 4]", "[4, 4]"),
-     "(index_score row sm_90: max_q 1, max_block 0–64, num_reqs 4)", "num_reqs",
+     "(index_score row sm_90: max_q 1, max_block 0..64, num_reqs 4)", "num_reqs",
      "gap: num_reqs 3..3"),
     ('"num_reqs": [3, 4]', '"num_reqs": [2, 4]', SECOND_SCORE.replace("[3, 4]", "[2, 4]"),
-     "(index_score row sm_90: max_q 1, max_block 0–64, num_reqs 2–4)", "num_reqs",
+     "(index_score row sm_90: max_q 1, max_block 0..64, num_reqs 2..4)", "num_reqs",
      "overlaps the row at line"),
     (FIRST_SCORE + ', "variant": "index_score_split", "params": {"high_batch": false, '
                    '"kv_chunks": 64',
@@ -84,7 +84,7 @@ SECOND_LABEL = "(index_score row sm_90: max_q 1, max_block 0–64, num_reqs 3–
      '"default"',
      '"num_reqs": [257, null], "variant": "index_score_split", "params": {"high_batch": false, '
      '"kv_chunks": 1, "num_stages": 3, "num_warps": 4, "static_chunks": false}, "source": '
-     '"guessed"', '"num_reqs": [257, null]', "(index_score row sm_90: max_q 1, max_block 0–64, "
+     '"guessed"', '"num_reqs": [257, null]', "(index_score row sm_90: max_q 1, max_block 0..64, "
      "num_reqs ≥ 257)", "source", "must be one of measured, default"),
     ('"name": "sm_90"', '"name": "sm_91"', '"hardware"', "(hardware sm_90)", "hardware.name",
      "the file of target 'sm_91' must be named sm_91.json"),
@@ -129,7 +129,7 @@ def spec_copy(tmp_path):
      '"shape": [3072, 256], "num_tokens": [9, 16], "kernel": "splitk", "params": {"block_k": 64, '
      '"block_m": 16, "block_n": 16, "num_stages": 3, "num_warps": 2, "split_k": 7',
      '"shape": [3072, 256], "num_tokens": [9, 16]',
-     "(router_gemm row sm_90: shape 3072x256, num_tokens 9–16): spec 'RouterGemmShape "
+     "(router_gemm row sm_90: shape 3072x256, num_tokens 9..16): spec 'RouterGemmShape "
      "router_gemm_k3072_n256', field 'launch.sm_90.split_k': bucket 9..16, kernel='splitk': "
      "block_k·split_k = 64·7 = 448 does not divide hidden_size 3072"),
 ], ids=["param-range", "router-tile"])
@@ -154,7 +154,7 @@ def test_explain_and_dispatch_name_the_measured_row(capsys):
     with open(SM90, encoding="utf-8") as f:
         line = _line_of(f.read(), '"shape": [6144, 128], "num_tokens": [9, 16]')
     assert info["where"] == (f"specs/measured/sm_90.json:{line} (router_gemm row sm_90: shape "
-                             f"6144x128, num_tokens 9–16)")
+                             f"6144x128, num_tokens 9..16)")
     assert info["measured_row"]["source"] == "measured"
     assert info["measured_row"]["measured"]["winner"]["us"]["M16 bf16"] == {"legacy-router": 8.13}
     with open(os.path.join(ROOT, "generated", "DISPATCH.md"), encoding="utf-8") as f:
