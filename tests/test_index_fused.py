@@ -143,7 +143,7 @@ def test_fused_equals_two_kernel_path(case):
     scores = alloc_scores(H, len(LENS) * Q, inputs["max_seq_len"], DEVICE)
     launch_score_split(inputs["idx_q"], inputs["index_kv_cache"], inputs["block_table"],
                        inputs["seq_lens"], scores, init_blocks, 1, Q, Qmax,
-                       num_kv_chunks=kv_chunks)
+                       num_kv_chunks=kv_chunks, max_block=max_block)
     ref = reference_topk(scores, inputs["seq_lens"], Q, topk)
     assert torch.equal(got[0].cpu(), ref)
     if stride is not None:
@@ -334,7 +334,7 @@ def test_fused_rule_must_fit_its_tile(tmp_path):
     assert '"topk_tile": 256' in text
     path.write_text(text.replace('"topk_tile": 256', '"topk_tile": 128', 1))
     with pytest.raises(SpecError, match=r"measured/sm_90\.json:\d+ \(index_score row sm_90: "
-                                        r"max_q 1, max_block 65–256, num_reqs 1–2\).*topk_tile.*"
+                                        r"max_q 1, max_block 65..256, num_reqs 1..2\).*topk_tile.*"
                                         r"max_block ≤ topk_tile = 128.*up to 256"):
         registry.load(str(spec_copy))
 
