@@ -223,9 +223,21 @@ def test_supported_shapes_match_spec():
     assert len(ROUTER_GEMM_SHAPES) == len(SPEC_SHAPES) + len(BF16_WEIGHT_SHAPES)
 
 
-@pytest.mark.parametrize("dtype_name", list(DTYPES))
-@pytest.mark.parametrize("M", [0, 1, 5, 17, 32], ids=lambda m: f"M{m}")
-@pytest.mark.parametrize("shape", SPEC_SHAPES, ids=shape_id)
+def _reference_cases():
+    """Every shape × M × x dtype on the GPU. On the interpreter the two large-M buckets take
+    one x dtype per shape, alternating (every bucket still meets both dtypes across shapes, and
+    every shape both dtypes at M 0, 1, 5): they are the suite's most expensive cases."""
+    cases = []
+    for i, shape in enumerate(SPEC_SHAPES):
+        for M in (0, 1, 5, 17, 32):
+            for j, dtype_name in enumerate(DTYPES):
+                if HAS_CUDA or M < 17 or (i + j + (M == 32)) % 2 == 0:
+                    cases.append((shape, M, dtype_name))
+    return cases
+
+
+@pytest.mark.parametrize("shape,M,dtype_name", _reference_cases(),
+                         ids=lambda v: shape_id(v) if isinstance(v, tuple) else str(v))
 def test_router_gemm_matches_reference(shape, M, dtype_name):
     x, w, out = run_case(shape, M, dtype_name)
     ref = check_logits(out, x, w)
