@@ -163,17 +163,39 @@ def _elsewhere(hardware, point, domains):
     return out
 
 
+def fused_rules(when, params, loc, note):
+    """A single-launch row as rules: the fused variant where next_pow2(topk) fits its selection
+    tile, and below it the split-K scorer with the same grid and options (the same scores)
+    followed by the selector's own table, for the larger topk."""
+    tile = params["topk_tile"]
+    rules = [Rule(when={**when, "topk": between(1, tile)}, variant="index_decode_fused",
+                  params=params, loc=loc, note=note)]
+    if tile < MAX_TOPK:
+        rules.append(Rule(when={**when, "topk": between(tile + 1, MAX_TOPK)},
+                          variant="index_score_split", loc=loc,
+                          note=f"{note}; topk > {tile}: its split-K equivalent + selector",
+                          params=dict(kv_chunks=params["kv_chunks"], high_batch=False,
+                                      static_chunks=False, num_warps=params["num_warps"],
+                                      num_stages=params["num_stages"])))
+    return rules
+
+
 def measured_score_rules(target):
     """A measured target's scorer rules: one per row of its data file (the measured shape, each
-    rule located at its row), then upstream's default split grid on the rest of its domain."""
+    rule located at its row; a single-launch row brings its topk fallback, `fused_rules`), then
+    upstream's default split grid on the rest of its domain."""
     shape = f"{MEASURED_SCORE['q_dtype']} D{MEASURED_SCORE['head_dim']} " \
             f"H{MEASURED_SCORE['num_heads']}"
-    rules = [Rule(when={"hardware": target.name, **MEASURED_SCORE, **row.conditions()},
-                  variant=row.choice, params=row.params, loc=row.loc,
-                  note=f"{row.choice.split('_')[-1]}, {shape}, "
-                       f"Qmax {Between(*row.when['max_q'])}, "
-                       f"max_block {Between(*row.when['max_block'])}")
-             for row in target.rows("index_score")]
+    rules = []
+    for row in target.rows("index_score"):
+        when = {"hardware": target.name, **MEASURED_SCORE, **row.conditions()}
+        note = (f"{row.choice.split('_')[-1]}, {shape}, Qmax {Between(*row.when['max_q'])}, "
+                f"max_block {Between(*row.when['max_block'])}")
+        if row.choice == "index_decode_fused":
+            rules += fused_rules(when, row.params, row.loc, note)
+        else:
+            rules.append(Rule(when=when, variant=row.choice, params=row.params, loc=row.loc,
+                              note=note))
     domains = {"q_dtype": Q_DTYPES, "cache_dtype": CACHE_DTYPES, "head_dim": HEAD_DIMS,
                "num_heads": NUM_HEADS}
     rules += [Rule(when=when, variant="index_score_split", params=UNTUNED_SPLIT_OPTIONS,
@@ -260,6 +282,9 @@ SPECS += [
                Axis(name="num_heads", kind="enum", values=NUM_HEADS, doc="local index heads H"),
                Axis(name="max_q", kind="int", lo=1, hi=8,
                     doc="max_decode_query_len (Qmax); BLOCK_SIZE_Q = next_pow2(Qmax)"),
+               Axis(name="topk", kind="int", lo=1, hi=MAX_TOPK,
+                    doc="blocks selected per row (the single launch selects from one tile: "
+                        "topk beyond it takes the split-K equivalent of the row)"),
            ),
            rules=INDEX_SCORE_RULES),
     Policy(name="index_topk", family="index_decode",

@@ -241,8 +241,15 @@ def test_fused_row_falls_back_to_two_kernels_when_topk_exceeds_the_tile():
     assert fused["fused"] and fused["scorer"] == "split" and fused["topk_tile"] < 512
     assert not e["fused"] and e["scorer"] == "split" and e["kv_chunks"] == fused["kv_chunks"]
     assert e["num_warps"] == fused["num_warps"] and e["num_stages"] == fused["num_stages"]
-    assert "two-kernel fallback" in e["score_rule"] and e["topk_tile"] >= 256
+    # the fallback is a declared row of its own, at the same data-file line as the fused one
+    assert e["score_rule"] != fused["score_rule"] and e["topk_tile"] >= 256
+    assert e["score_rule"].split(" ")[0] == fused["score_rule"].split(" ")[0]
     assert e["topk_rule"].startswith("specs/")
+    from generated.dispatch import INDEX_SCORE
+
+    rows = {r.index: r for r in INDEX_SCORE.rows}
+    fallback = rows[int(e["score_rule"].rsplit("row ", 1)[1].rstrip(")"))]
+    assert fallback.variant == "index_score_split" and "topk >" in fallback.note
 
 
 def _count_fused_launches(monkeypatch):

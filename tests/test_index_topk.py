@@ -1064,7 +1064,7 @@ def test_explain_reports_pdl_and_static_chunks():
 
     for R, mb, Q in ((16, 1024, 4), (4, 256, 4), (64, 1024, 1), (1, 64, 4)):
         e = generated.explain_index_decode("sm_90", "bf16", "bf16", 128, R, mb, R * Q, 1, 16, Q)
-        score = di._score_row("sm_90", di._score_key("bf16", "bf16", 128, R, mb, 1, Q))
+        score = di._score_row("sm_90", di._score_key("bf16", "bf16", 128, R, mb, 1, Q, 16))
         if score.variant == "index_score_split":
             assert e["static_chunks"] == score.params["static_chunks"]
         if not e["fused"]:

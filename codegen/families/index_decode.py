@@ -26,8 +26,7 @@ def check(registry) -> None:
     """The single-tile selector ignores blocks past one tile per chunk, and the adaptive merge
     handles at most 16 chunks: a rule may only enable them where that is safe. The fused
     single-launch variant selects from one topk_tile of blocks: an `index_score` rule may only
-    pick it for max_block ≤ topk_tile. (topk is not an `index_score` axis: where
-    next_pow2(topk) > topk_tile the host falls back to the two-kernel path.) A selector rule may
+    pick it for max_block ≤ topk_tile and next_pow2(topk) ≤ topk_tile. A selector rule may
     ask for programmatic dependent launch (pdl) only on NVIDIA hardware of compute capability
     ≥ 9.0."""
     _check_fused(registry)
@@ -64,22 +63,28 @@ def check(registry) -> None:
 
 
 def _check_fused(registry) -> None:
+    """A single-launch rule must fit its one selection tile: max_block ≤ topk_tile and
+    next_pow2(topk) ≤ topk_tile over everything it covers (larger topk belongs to another
+    rule: specs' `fused_rules` declares the split-K fallback)."""
     policy = registry.policies.get("index_score")
     if policy is None:
         return
     names = [a.name for a in policy.axes]
-    pos = names.index("max_block")
     for rule in registry.tables["index_score"]:
         if rule.variant != FUSED:
             continue
         tile = dict(rule.params)["topk_tile"]
-        cond = rule.conds[pos]
-        hi = policy.axes[pos].hi if cond is None else cond.hi
-        if hi is None or hi > tile:
-            raise SpecError(rule.loc, "Policy index_score", "params.topk_tile",
-                            f"{FUSED} selects from one tile of topk_tile blocks: it needs "
-                            f"max_block ≤ topk_tile = {tile}, but the rule covers max_block up "
-                            f"to {hi if hi is not None else '∞'}")
+        for axis, what in (("max_block", "max_block"), ("topk", "next_pow2(topk)")):
+            pos = names.index(axis)
+            cond = rule.conds[pos]
+            hi = policy.axes[pos].hi if cond is None else cond.hi
+            if axis == "topk" and hi is not None:
+                hi = 1 << (hi - 1).bit_length()
+            if hi is None or hi > tile:
+                raise SpecError(rule.loc, "Policy index_score", "params.topk_tile",
+                                f"{FUSED} selects from one tile of topk_tile blocks: it needs "
+                                f"{what} ≤ topk_tile = {tile}, but the rule covers {axis} up "
+                                f"to {hi if hi is not None else '∞'}")
 
 
 def context(path: str, variants: list, reg) -> dict:

@@ -296,14 +296,14 @@ class Space:
     # -- rows of the tables ----------------------------------------------------------------
     def point(self, table, bucket, hardware) -> tuple:
         """The policy point at a bucket's lower corner (the fixed axes at the measured shape)."""
-        lo = {a: v if a == "shape" else v[0] for a, v in bucket.items()}
-        if table == "router_gemm":
-            return hardware, lo["shape"], lo["num_tokens"]
+        values = {a: v if a == "shape" else v[0] for a, v in bucket.items()}
+        values["hardware"] = hardware
         if table == "index_score":
-            f = self.score_fixed
-            return (hardware, f["q_dtype"], f["cache_dtype"], f["head_dim"], lo["num_reqs"],
-                    lo["max_block"], f["num_heads"], lo["max_q"])
-        return hardware, self.topk, lo["max_block"], lo["rows_x_heads"]
+            values.update(self.score_fixed, topk=self.topk)
+        elif table == "index_topk":
+            values["topk"] = self.topk
+        # by axis name: the policy's axis order is the registry's business
+        return tuple(values[a.name] for a in self.reg.policies[table].axes)
 
     def row(self, table, bucket, hardware):
         """(choice, params) a hardware target's table gives at the bucket's lower corner."""
