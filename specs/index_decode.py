@@ -4,8 +4,9 @@ Variants: the split-K and request-balanced block scorers, the fused top-k select
 emitting the page-16 sparse block table), the single-launch scorer + selector
 (`index_decode_fused`), and the standalone sparse-table builder.
 Policies: `index_score` picks the scorer and its grid -- or the single-launch variant, which
-then replaces the selector too (only where max_block ≤ its topk_tile: checked by
-codegen/families/index_decode.py); `index_topk` the selector's chunking.
+then replaces the selector too (only where max_block and next_pow2(topk) ≤ its topk_tile:
+checked by codegen/families/index_decode.py; `fused_rules` declares the split-K row for a
+larger topk); `index_topk` the selector's chunking.
 gfx950 rows reproduce upstream §8 exactly; generic is upstream's non-gfx950 branch; measured
 targets (sm_90: H200 measurements) bring the rows of their measured shape (MEASURED_SCORE,
 MEASURED_TOPK) from their data files (specs/measured/<target>.json) and take upstream's
@@ -268,7 +269,7 @@ INDEX_TOPK_RULES = [
 SPECS += [
     Policy(name="index_score", family="index_decode",
            doc="decode scorer (split or balanced) and its grid, or the single-launch scorer + "
-               "selector (index_decode_fused; max_block ≤ its topk_tile)",
+               "selector (index_decode_fused; max_block and next_pow2(topk) ≤ its topk_tile)",
            axes=(
                Axis(name="hardware", kind="enum", values=HARDWARE, doc="normalized target"),
                Axis(name="q_dtype", kind="enum", values=Q_DTYPES, doc="idx_q dtype"),
