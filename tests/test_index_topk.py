@@ -389,9 +389,9 @@ def test_alloc_and_page_stride_helpers():
     with pytest.raises(ValueError, match="v_cache: 70 pages"):
         sparse_block_page_stride(k, torch.empty((70, 16, 1, 8)))
     with pytest.raises(ValueError, match="decode_query_len"):
-        build_sparse_block_table_decode(torch.zeros((1, 5, 4), dtype=torch.int32),
-                                        torch.zeros((2, 4), dtype=torch.int32),
-                                        torch.ones(2, dtype=torch.int32), 2)
+        build_sparse_block_table_decode(torch.zeros((1, 5, 4), dtype=torch.int32, device=DEVICE),
+                                        torch.zeros((2, 4), dtype=torch.int32, device=DEVICE),
+                                        torch.ones(2, dtype=torch.int32, device=DEVICE), 2)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1040,6 +1040,8 @@ def test_pdl_row_runs_as_plain_launch_where_unavailable(monkeypatch, caplog):
 
     monkeypatch.setenv("KSPEC_LOG_DISPATCH", "1")
     monkeypatch.setattr(_runtime, "_seen_keys", set())
+    # a device without programmatic dependent launch (the interpreter; on a GPU, pretend)
+    monkeypatch.setattr(_runtime, "programmatic_launch", lambda device: False)
     caplog.set_level(logging.INFO, logger="generated")
     inputs, max_block = make_decode_inputs(1, 1, [700, 129], seed=4)
     score = dict(variant="index_score_split", kv_chunks=4, high_batch=False, static_chunks=True,
