@@ -131,7 +131,8 @@ KERNEL_ATTRS = {"_router_gemm_kernel": "per_expert", "_router_gemm_splitk_kernel
 
 
 class KernelSpy:
-    """Stands in for the module's Triton kernels: records each launch, then runs it.
+    """Stands in for the module's Triton kernels: records each launch, then runs it (unless
+    ``execute`` is False: the launch is only recorded and the output stays unwritten).
 
     ``calls`` holds (grid, kwargs) of every launch of either kernel (the grid without
     trailing 1s; every argument by name, positional ones included), ``kinds`` the kernel kind
@@ -140,6 +141,7 @@ class KernelSpy:
     def __init__(self):
         self.calls = []
         self.kinds = []
+        self.execute = True
 
     def wrap(self, kernel, kind):
         spy = self
@@ -154,7 +156,7 @@ class KernelSpy:
                         dims = dims[:-1]
                     spy.calls.append((dims, {**dict(zip(kernel.arg_names, args)), **kwargs}))
                     spy.kinds.append(kind)
-                    return launcher(*args, **kwargs)
+                    return launcher(*args, **kwargs) if spy.execute else None
 
                 return run
 
@@ -558,6 +560,24 @@ FORCED_CASES = [(hw, shape, bucket, ("bf16", "fp32")[i % 2])
                     for shape in SPEC_SHAPES for bucket in BUCKETS)]
 
 
+def _interpreted_once(cases):
+    """Cases whose kernel computation the interpreter has not run yet in ``cases`` order: the
+    interpreter ignores num_warps / num_stages, so a case repeating an earlier one's kernel
+    and block parameters (and x dtype) is only checked for its launch there, not re-run."""
+    seen, first = set(), set()
+    for hw, shape, bucket, dtype_name in cases:
+        row = TABLE.lookup(hw, shape, BUCKET_M[bucket])
+        computation = (ROUTER_GEMM_KERNELS[row.variant], dtype_name, tuple(sorted(
+            (k, v) for k, v in row.params.items() if k not in ("num_warps", "num_stages"))))
+        if computation not in seen:
+            seen.add(computation)
+            first.add((hw, shape, bucket))
+    return first
+
+
+FORCED_RUN_ON_INTERPRETER = _interpreted_once(FORCED_CASES)
+
+
 @pytest.mark.parametrize(
     "hw,shape,bucket,dtype_name", FORCED_CASES,
     ids=[f"{hw}-{shape_id(s)}-M{b[0]}-{b[1]}-{d}" for hw, s, b, d in FORCED_CASES])
@@ -565,9 +585,11 @@ def test_forced_hardware_launch(hw, shape, bucket, dtype_name, kernel_spy):
     K, N = shape
     M = BUCKET_M[bucket]
     x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("forced", hw, shape, M))
+    kernel_spy.execute = HAS_CUDA or (hw, shape, bucket) in FORCED_RUN_ON_INTERPRETER
     out = router_gemm(x, w, hardware=hw)
-    ref = check_logits(out, x, w)
-    check_topk(out, ref, topk_k(shape))
+    if kernel_spy.execute:
+        ref = check_logits(out, x, w)
+        check_topk(out, ref, topk_k(shape))
     row = TABLE.lookup(hw, shape, M)
     p = row.params
     assert len(kernel_spy.calls) == 1
