@@ -9,7 +9,7 @@ Layout (one writer, :func:`dumps`: fixed key order, one table row per line, so a
 reviews as a row-by-row diff)::
 
     {
-      "format": "kspec-measured-target/1",
+      "format": "kspec-measured-target/2",
       "hardware": {"name": "sm_90", "vendor": "nvidia", "capability": [9, 0], ...},
       "provenance": {"runs": {LABEL: {date, device, driver, torch, triton, command,
                                       state, machine, ...}},
@@ -18,12 +18,16 @@ reviews as a row-by-row diff)::
         {"shape": [6144, 128], "num_tokens": [2, 4], "kernel": "per_expert", "params": {...},
          "source": "measured", "measured": {"winner": {"us": {REP: {LABEL: µs}}}, ...}},
         ...],
-      "index_score": [{"max_q": [1, 1], "max_block": [0, 64], "num_reqs": [1, 2],
-                       "variant": "index_score_split", "params": {...}, "source": ...}, ...],
+      "index_score": [{"q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128,
+                       "num_heads": 1, "max_q": [1, 1], "max_block": [0, 64],
+                       "num_reqs": [1, 2], "variant": "index_score_split", "params": {...},
+                       "source": ...}, ...],
       "index_topk": [{"max_block": [0, 64], "rows_x_heads": [1, 2], "variant": ..., ...}, ...]
     }
 
-Ranges are inclusive ``[lo, hi]`` (``hi`` null: unbounded). A row whose bucket was never
+Ranges are inclusive ``[lo, hi]`` (``hi`` null: unbounded). The scorer rows of one set of
+decode inputs (q_dtype, cache_dtype, head_dim, num_heads) tile their buckets; the inputs a
+target has no rows for take the spec's defaults. A row whose bucket was never
 measured says so (``"source": "default"``, no ``measured``). ``measured.*.us`` maps each
 representative (``"M8 fp32"``, ``"R64 Q1 mb1024"``) to its µs per run label; every label is
 described in ``provenance.runs`` (one process on one machine in one state), and every tune
@@ -48,19 +52,31 @@ import attrs
 from .model import Hardware, Location, SpecError, _relative
 from .policy import Between
 
-FORMAT = "kspec-measured-target/1"
+FORMAT = "kspec-measured-target/2"
 SOURCES = ("measured", "default")
+
+
+# What a value axis holds (a value rather than an inclusive range), and how it is checked.
+VALUE_KINDS = {
+    "pair": ("[int, int] (positive)",
+             lambda v: isinstance(v, list) and len(v) == 2 and all(_is_int(x) and x > 0
+                                                                   for x in v)),
+    "name": ("a name (string)", lambda v: isinstance(v, str) and bool(v)),
+    "count": ("a positive int", lambda v: _is_int(v) and v > 0),
+}
 
 
 @attrs.frozen
 class Layout:
     """How one table's rows are keyed: ``axes`` in row order (the last one is the axis the
-    rows of a group tile), the key naming the kernel/variant, and the value axes (an enum value
-    such as the router weight shape rather than an inclusive range)."""
+    rows of a group tile), the key naming the kernel/variant, and the value axes with their
+    kind (VALUE_KINDS: a value such as the router weight shape or the query dtype rather than
+    an inclusive range). Whether a value is in its policy axis' domain is checked by the
+    policy, at the row's location."""
 
     axes: tuple
     choice: str
-    values: tuple = ()
+    values: dict = attrs.field(factory=dict)
 
     @property
     def group(self) -> tuple:
@@ -71,9 +87,15 @@ class Layout:
         return self.axes[-1]
 
 
+# index_score rows name the decode inputs they were measured for (a target can hold rows for
+# several: bf16, an fp8 cache, fp32 queries and cache); index_topk scores are fp32 whatever the
+# inputs, so its rows do not.
+SCORE_INPUTS = ("q_dtype", "cache_dtype", "head_dim", "num_heads")
 TABLES = {
-    "router_gemm": Layout(("shape", "num_tokens"), "kernel", values=("shape",)),
-    "index_score": Layout(("max_q", "max_block", "num_reqs"), "variant"),
+    "router_gemm": Layout(("shape", "num_tokens"), "kernel", values={"shape": "pair"}),
+    "index_score": Layout(SCORE_INPUTS + ("max_q", "max_block", "num_reqs"), "variant",
+                          values={"q_dtype": "name", "cache_dtype": "name", "head_dim": "count",
+                                  "num_heads": "count"}),
     "index_topk": Layout(("max_block", "rows_x_heads"), "variant"),
 }
 TOP_KEYS = ("format", "hardware", "provenance") + tuple(TABLES)
@@ -101,6 +123,10 @@ class Row:
         for axis, value in self.when.items():
             out[axis] = value if axis in TABLES[self.table].values else Between(*value)
         return out
+
+    def values(self) -> dict:
+        """The row's value axes (e.g. the decode inputs it was measured for)."""
+        return {a: self.when[a] for a in TABLES[self.table].values}
 
 
 @attrs.frozen
@@ -248,7 +274,8 @@ def _label(table: str, target: str, when: dict) -> str:
     parts = []
     for axis, value in when.items():
         if axis in TABLES[table].values:
-            parts.append(f"{axis} {'x'.join(map(str, value))}")
+            shown = "x".join(map(str, value)) if isinstance(value, tuple) else value
+            parts.append(f"{axis} {shown}")
         else:
             parts.append(f"{axis} {_fmt_range(*value)}")
     return f"{table} row {target}: {', '.join(parts)}"
@@ -265,17 +292,18 @@ def _check_row(f: _File, table: str, index: int, row, runs: dict) -> Row:
             f.fail(row.line, axis, "missing (each row gives " + ", ".join(layout.axes) + ")",
                    where)
         value = row[axis]
-        ok = isinstance(value, list) and len(value) == 2
         if axis in layout.values:
-            if not (ok and all(_is_int(v) and v > 0 for v in value)):
-                f.fail(row.line, axis, f"must be [int, int] (positive), got {value!r}", where)
+            what, ok = VALUE_KINDS[layout.values[axis]]
+            if not ok(value):
+                f.fail(row.line, axis, f"must be {what}, got {value!r}", where)
         else:
-            if not (ok and _is_int(value[0]) and (value[1] is None or _is_int(value[1]))):
+            if not (isinstance(value, list) and len(value) == 2 and _is_int(value[0])
+                    and (value[1] is None or _is_int(value[1]))):
                 f.fail(row.line, axis, f"must be an inclusive range [lo, hi] (ints; hi null: "
                                        f"unbounded), got {value!r}", where)
             if value[1] is not None and value[1] < value[0]:
                 f.fail(row.line, axis, f"empty range {value!r}", where)
-        when[axis] = tuple(value)
+        when[axis] = tuple(value) if isinstance(value, list) else value
     label = _label(table, f.target, when)
     loc_fail = lambda field, rule: f.fail(row.line, field, rule, label)  # noqa: E731
     known = set(layout.axes) | {layout.choice, "params", "source", "measured"}
@@ -488,7 +516,8 @@ def sort_rows(table: str, rows: list) -> list:
     layout = TABLES[table]
 
     def key(row):
-        return tuple(tuple(row[a]) if a in layout.values else
+        return tuple((tuple(row[a]) if isinstance(row[a], list) else row[a])
+                     if a in layout.values else
                      (row[a][0], float("inf") if row[a][1] is None else row[a][1])
                      for a in layout.axes)
 

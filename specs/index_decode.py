@@ -8,9 +8,9 @@ then replaces the selector too (only where max_block and next_pow2(topk) ≤ its
 checked by codegen/families/index_decode.py; `fused_rules` declares the split-K row for a
 larger topk); `index_topk` the selector's chunking.
 gfx950 rows reproduce upstream §8 exactly; generic is upstream's non-gfx950 branch; measured
-targets (sm_90: H200 measurements) bring the rows of their measured shape (MEASURED_SCORE,
-MEASURED_TOPK) from their data files (specs/measured/<target>.json) and take upstream's
-defaults everywhere else.
+targets (sm_90: H200 measurements) bring their rows from their data files
+(specs/measured/<target>.json): scorer rows for each set of decode inputs measured there, selector
+rows for topk MEASURED_TOPK; upstream's defaults everywhere else.
 """
 from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
 from codegen.policy import (Axis, Between, Buckets, Policy, Rule, at_least, between, none_of,
@@ -40,11 +40,14 @@ HEAD_DIMS = (16, 32, 64, 128, 256)
 NUM_HEADS = (1, 2, 4)
 MAX_TOPK = dict(CONSTANTS)["MAX_TOPK"]
 
-# The decode shape measured targets are tuned for (MiniMax-M3's indexer: bf16 query and cache,
-# head_dim 128, one index head, top-16 blocks): tools/tune measures it, tools/bench times it,
-# and a measured target's data file holds its rows for it; the rest of its domain keeps
-# upstream's defaults (measured_score_rules / measured_topk_rules below).
+# The decode shape measured targets are tuned for by default (MiniMax-M3's indexer: bf16 query
+# and cache, head_dim 128, one index head, top-16 blocks): tools/bench times it and tools/tune
+# measures it unless told other inputs (`--inputs`: an fp8 cache, fp32 query and cache). A
+# measured target's data file holds scorer rows per measured inputs; the rest of its domain
+# keeps upstream's defaults (measured_score_rules / measured_topk_rules below).
 MEASURED_SCORE = {"q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128, "num_heads": 1}
+SCORE_INPUT_DOMAINS = {"q_dtype": Q_DTYPES, "cache_dtype": CACHE_DTYPES, "head_dim": HEAD_DIMS,
+                       "num_heads": NUM_HEADS}
 MEASURED_TOPK = 16
 
 IDX_Q = TensorContract(name="idx_q", rank=3, dtypes=Q_DTYPES, doc="[total_q, H, D], any strides")
@@ -155,13 +158,28 @@ GFX950_OTHER = (
 
 
 
-def _elsewhere(hardware, point, domains):
-    """Disjoint `when` dicts covering every enum point of ``hardware`` outside ``point``."""
-    out, prefix = [], {"hardware": hardware}
-    for axis, values in domains.items():
-        out += [dict(prefix, **{axis: v}) for v in values if v != point[axis]]
-        prefix = dict(prefix, **{axis: point[axis]})
+def _elsewhere(prefix, points, domains):
+    """Disjoint `when` dicts (under ``prefix``) covering every point of the enum product
+    ``domains`` that is not one of ``points``: per axis, the values no point has in one piece,
+    then each value some point has, recursively over the remaining axes."""
+    if not points:
+        return [prefix]  # nothing measured under this prefix
+    if not domains:
+        return []  # the prefix is a measured point
+    (axis, values), rest = next(iter(domains.items())), dict(list(domains.items())[1:])
+    taken = [v for v in values if any(p[axis] == v for p in points)]
+    others = [v for v in values if v not in taken]
+    out = [dict(prefix, **{axis: others[0] if len(others) == 1 else one_of(*others)})] \
+        if others else []
+    for v in taken:
+        out += _elsewhere(dict(prefix, **{axis: v}), [p for p in points if p[axis] == v], rest)
     return out
+
+
+def inputs_label(inputs) -> str:
+    """Decode inputs as notes show them: 'bf16·fp8e4m3 D128 H1' (query·cache dtype)."""
+    return (f"{inputs['q_dtype']}·{inputs['cache_dtype']} D{inputs['head_dim']} "
+            f"H{inputs['num_heads']}")
 
 
 def fused_rules(when, params, loc, note):
@@ -182,26 +200,25 @@ def fused_rules(when, params, loc, note):
 
 
 def measured_score_rules(target):
-    """A measured target's scorer rules: one per row of its data file (the measured shape, each
-    rule located at its row; a single-launch row brings its topk fallback, `fused_rules`), then
-    upstream's default split grid on the rest of its domain."""
-    shape = f"{MEASURED_SCORE['q_dtype']} D{MEASURED_SCORE['head_dim']} " \
-            f"H{MEASURED_SCORE['num_heads']}"
-    rules = []
+    """A measured target's scorer rules: one per row of its data file (each rule located at its
+    row; a single-launch row brings its topk fallback, `fused_rules`), then upstream's default
+    split grid for every decode input the file has no rows for."""
+    rules, measured_inputs = [], []
     for row in target.rows("index_score"):
-        when = {"hardware": target.name, **MEASURED_SCORE, **row.conditions()}
-        note = (f"{row.choice.split('_')[-1]}, {shape}, Qmax {Between(*row.when['max_q'])}, "
-                f"max_block {Between(*row.when['max_block'])}")
+        if row.values() not in measured_inputs:
+            measured_inputs.append(row.values())
+        when = {"hardware": target.name, **row.conditions()}
+        note = (f"{row.choice.split('_')[-1]}, {inputs_label(row.values())}, "
+                f"Qmax {Between(*row.when['max_q'])}, max_block {Between(*row.when['max_block'])}")
         if row.choice == "index_decode_fused":
             rules += fused_rules(when, row.params, row.loc, note)
         else:
             rules.append(Rule(when=when, variant=row.choice, params=row.params, loc=row.loc,
                               note=note))
-    domains = {"q_dtype": Q_DTYPES, "cache_dtype": CACHE_DTYPES, "head_dim": HEAD_DIMS,
-               "num_heads": NUM_HEADS}
     rules += [Rule(when=when, variant="index_score_split", params=UNTUNED_SPLIT_OPTIONS,
                    by=DEFAULT_SPLIT, note="default split grid (not measured)")
-              for when in _elsewhere(target.name, MEASURED_SCORE, domains)]
+              for when in _elsewhere({"hardware": target.name}, measured_inputs,
+                                     SCORE_INPUT_DOMAINS)]
     return rules
 
 

@@ -341,7 +341,8 @@ def test_fused_rule_must_fit_its_tile(tmp_path):
     assert '"topk_tile": 256' in text
     path.write_text(text.replace('"topk_tile": 256', '"topk_tile": 128', 1))
     with pytest.raises(SpecError, match=r"measured/sm_90\.json:\d+ \(index_score row sm_90: "
-                                        r"max_q 1, max_block 65..256, num_reqs 1..2\).*topk_tile.*"
+                                        r"q_dtype bf16, .*, max_q 1, max_block 65..256, "
+                                        r"num_reqs 1..2\).*topk_tile.*"
                                         r"max_block ≤ topk_tile = 128.*up to 256"):
         registry.load(str(spec_copy))
 

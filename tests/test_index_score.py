@@ -16,6 +16,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+from decode_inputs import DEVICE  # noqa: E402
 from generated import index_score as isc  # noqa: E402
 from graph_capture import capture  # noqa: E402
 from reference_index import (  # noqa: E402
@@ -46,7 +47,7 @@ class Case:
     """
 
     def __init__(self, seq_lens, Q, Qmax, H, D, *, max_seq_len=None, init_blocks=0,
-                 local_blocks=1, seed=0, layout="contiguous", device="cpu"):
+                 local_blocks=1, seed=0, layout="contiguous", device=DEVICE):
         gen = torch.Generator(device=device).manual_seed(seed)
         self.R = R = len(seq_lens)
         self.Q, self.Qmax, self.H, self.D = Q, Qmax, H, D

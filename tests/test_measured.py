@@ -16,6 +16,7 @@ from codegen.model import SpecError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SM90 = os.path.join(ROOT, "specs", "measured", "sm_90.json")
+BF16 = {"q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128, "num_heads": 1}
 
 
 @pytest.fixture(scope="module")
@@ -47,27 +48,31 @@ def test_converted_rows_keep_their_measurements(text):
     under the run described in provenance (e.g. R64 128k Q1: 483.33 µs)."""
     target = measured.loads(text, SM90)
     row = next(r for r in target.rows("index_score")
-               if r.when == {"max_q": (1, 1), "max_block": (257, 65534), "num_reqs": (33, 64)})
+               if r.when == {**BF16, "max_q": (1, 1), "max_block": (257, 65534),
+                             "num_reqs": (33, 64)})
     assert row.measured["winner"]["us"] == {"R64 Q1 mb1024": {"legacy-decode": 483.33}}
     assert "tools/tune.py" in target.provenance["runs"]["legacy-decode"]["command"]
     defaults = [r for r in target.rows("index_score") if r.source == "default"]
     assert defaults and all(r.when["num_reqs"] == (257, None) for r in defaults)
 
 
-FIRST_SCORE = '{"max_q": [1, 1], "max_block": [0, 64], "num_reqs": [1, 2]'
-SECOND_SCORE = '{"max_q": [1, 1], "max_block": [0, 64], "num_reqs": [3, 4]'
-FIRST_LABEL = "(index_score row sm_90: max_q 1, max_block 0..64, num_reqs 1..2)"
-SECOND_LABEL = "(index_score row sm_90: max_q 1, max_block 0..64, num_reqs 3..4)"
+BF16_TEXT = '"q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128, "num_heads": 1'
+BF16_LABEL = "q_dtype bf16, cache_dtype bf16, head_dim 128, num_heads 1"
+FIRST_SCORE = '{' + BF16_TEXT + ', "max_q": [1, 1], "max_block": [0, 64], "num_reqs": [1, 2]'
+SECOND_SCORE = '{' + BF16_TEXT + ', "max_q": [1, 1], "max_block": [0, 64], "num_reqs": [3, 4]'
+FIRST_LABEL = f"(index_score row sm_90: {BF16_LABEL}, max_q 1, max_block 0..64, num_reqs 1..2)"
+SECOND_LABEL = f"(index_score row sm_90: {BF16_LABEL}, max_q 1, max_block 0..64, num_reqs 3..4)"
 
 
 @pytest.mark.parametrize("old, new, at, label, field, rule", [
     (FIRST_SCORE + ",", FIRST_SCORE + ', "colour": 1,', FIRST_SCORE, FIRST_LABEL, "colour",
      "unknown key"),
     ('"num_reqs": [3, 4]', '"num_reqs": [4, 4]', SECOND_SCORE.replace("[3, 4]", "[4, 4]"),
-     "(index_score row sm_90: max_q 1, max_block 0..64, num_reqs 4)", "num_reqs",
+     f"(index_score row sm_90: {BF16_LABEL}, max_q 1, max_block 0..64, num_reqs 4)", "num_reqs",
      "gap: num_reqs 3..3"),
     ('"num_reqs": [3, 4]', '"num_reqs": [2, 4]', SECOND_SCORE.replace("[3, 4]", "[2, 4]"),
-     "(index_score row sm_90: max_q 1, max_block 0..64, num_reqs 2..4)", "num_reqs",
+     f"(index_score row sm_90: {BF16_LABEL}, max_q 1, max_block 0..64, num_reqs 2..4)",
+     "num_reqs",
      "overlaps the row at line"),
     (FIRST_SCORE + ', "variant": "index_score_split", "params": {"high_batch": false, '
                    '"kv_chunks": 64',
@@ -84,16 +89,18 @@ SECOND_LABEL = "(index_score row sm_90: max_q 1, max_block 0..64, num_reqs 3..4)
      '"default"',
      '"num_reqs": [257, null], "variant": "index_score_split", "params": {"high_batch": false, '
      '"kv_chunks": 1, "num_stages": 3, "num_warps": 4, "static_chunks": false}, "source": '
-     '"guessed"', '"num_reqs": [257, null]', "(index_score row sm_90: max_q 1, max_block 0..64, "
-     "num_reqs ≥ 257)", "source", "must be one of measured, default"),
+     '"guessed"', '"num_reqs": [257, null]', f"(index_score row sm_90: {BF16_LABEL}, "
+     "max_q 1, max_block 0..64, num_reqs ≥ 257)", "source", "must be one of measured, default"),
+    (FIRST_SCORE, FIRST_SCORE.replace('"head_dim": 128', '"head_dim": "128"'),
+     FIRST_SCORE.replace('"head_dim": 128', '"head_dim": "128"'), "(index_score row 1)", "head_dim", "must be a positive int, got '128'"),
     ('"name": "sm_90"', '"name": "sm_91"', '"hardware"', "(hardware sm_90)", "hardware.name",
      "the file of target 'sm_91' must be named sm_91.json"),
     ('"vendor": "nvidia"', '"vendor": "nvidia", "vendor": "amd"', '"hardware"', "", "vendor",
      "key given twice"),
     ('"shape": [4096, 8], "num_tokens": [1, 1]', '"shape": [4096, 8], "num_tokens": [1, 1],',
      '"shape": [4096, 8], "num_tokens": [1, 1]', "", None, "not valid JSON"),
-], ids=["unknown-key", "gap", "overlap", "float-param", "unknown-run", "source", "file-name",
-        "duplicate-key", "bad-json"])
+], ids=["unknown-key", "gap", "overlap", "float-param", "unknown-run", "source", "inputs-type",
+        "file-name", "duplicate-key", "bad-json"])
 def test_errors_name_file_line_row_and_rule(text, old, new, at, label, field, rule):
     assert old in text
     bad = text.replace(old, new, 1)
@@ -132,7 +139,11 @@ def spec_copy(tmp_path):
      "(router_gemm row sm_90: shape 3072x256, num_tokens 9..16): spec 'RouterGemmShape "
      "router_gemm_k3072_n256', field 'launch.sm_90.split_k': bucket 9..16, kernel='splitk': "
      "block_k·split_k = 64·7 = 448 does not divide hidden_size 3072"),
-], ids=["param-range", "router-tile"])
+    # decode inputs outside the policy's domain
+    (FIRST_SCORE, FIRST_SCORE.replace('"q_dtype": "bf16"', '"q_dtype": "bf17"'),
+     FIRST_SCORE.replace('"q_dtype": "bf16"', '"q_dtype": "bf17"'),
+     "spec 'Rule', field 'when.q_dtype': value 'bf17' is not in the axis domain"),
+], ids=["param-range", "router-tile", "inputs-domain"])
 def test_a_bad_value_in_a_row_is_reported_at_the_row(spec_copy, text, old, new, at, expected):
     """Rules built from a data file carry the row's location: the registry's own checks name
     file:line, the table, the hardware target and the bucket."""

@@ -22,10 +22,12 @@ if ROOT not in sys.path:
 
 import tools.tune  # noqa: E402,F401  (puts tools/ on sys.path)
 from codegen import measured, registry  # noqa: E402
+from codegen.policy import lookup  # noqa: E402
 from codegen.render import render_all  # noqa: E402
 from tools.tune import __main__ as cli  # noqa: E402
+from specs.index_decode import MEASURED_SCORE  # noqa: E402
 from tools.tune import choose, measure, target, warm, write  # noqa: E402
-from tools.tune.space import Space, key  # noqa: E402
+from tools.tune.space import Space, as_bucket, key  # noqa: E402
 
 SM90 = os.path.join(ROOT, "specs", "measured", "sm_90.json")
 
@@ -150,7 +152,8 @@ def fake_run(space, dev, sections, state="fresh", machine="GPU-a", shapes=None, 
             "run": {"state": state, "machine": machine, "date": "2000-01-01 00:00:00 UTC",
                     "device": "FAKE", "driver": None, "torch": "0", "triton": "0", "sms": 132,
                     "command": "fake"},
-            "sections": sorted(sections), "points": r.points, "planned": r.planned,
+            "sections": sorted(sections), "inputs": space.inputs, "points": r.points,
+            "planned": r.planned,
             "skipped": r.skipped, "errors": r.errors}))  # as read back from its file
 
 
@@ -297,10 +300,11 @@ def _synthetic(state, machine, table, bucket, times: dict, spread=0.0):
                                           times.items()], spread) for rep in reps]
     return {"format": cli.RUN_FORMAT, "target": {"name": "sm_90", "declared": True},
             "run": {"state": state, "machine": machine, "sms": 132},
-            "sections": ["decode" if table != "router_gemm" else "router"], "points": points}
+            "sections": ["decode" if table != "router_gemm" else "router"],
+            "inputs": dict(MEASURED_SCORE), "points": points}
 
 
-R64 = {"max_q": [1, 1], "max_block": [257, 65534], "num_reqs": [33, 64]}
+R64 = {**MEASURED_SCORE, "max_q": [1, 1], "max_block": [257, 65534], "num_reqs": [33, 64]}
 
 
 def _split(chunks, static, warps=4, stages=3):
@@ -361,11 +365,11 @@ def test_within_noise_the_simpler_candidate_is_kept(sm90):
     """0.5 % faster than the default row: the default is kept (rule 'simpler within noise',
     the faster one is the runner-up); 3 % faster: it wins; 3 % within 6 % round-to-round
     noise: the default is kept again."""
-    bucket = {"max_q": [2, 8], "max_block": [0, 64], "num_reqs": [9, 11]}
+    bucket = {**MEASURED_SCORE, "max_q": [2, 8], "max_block": [0, 64], "num_reqs": [9, 11]}
     default = ("index_score_split", json.dumps(dict(kv_chunks=32, high_batch=False,
                                                     static_chunks=False, num_warps=None,
                                                     num_stages=None)))
-    assert sm90.default("index_score", {a: tuple(v) for a, v in bucket.items()}) == \
+    assert sm90.default("index_score", as_bucket(bucket)) == \
         (default[0], json.loads(default[1]))
     fancy = ("index_score_split", _split(16, True))
     for gain, spread, kept in ((0.005, 0.0, True), (0.03, 0.0, False), (0.03, 0.03, True)):
@@ -472,6 +476,50 @@ def test_retuning_one_half_keeps_the_other(sm90, spec_copy, capsys):
     write.write(data, rows, str(spec_copy))
     assert _rows_text(path, "router_gemm") == router_before
     assert _rows_text(path, "index_score") != before["index_score"]
+
+
+FP32 = {"q_dtype": "fp32", "cache_dtype": "fp32"}
+
+
+def test_other_decode_inputs_get_their_own_rows(sm90, spec_copy, capsys):
+    """`measure --inputs q_dtype=fp32,cache_dtype=fp32` times scorers only (selector rows are
+    not keyed by the inputs); `choose --write` adds fp32 scorer rows (default rows where not
+    measured) and keeps every bf16 and selector row byte for byte; sm_90 then dispatches fp32
+    by its own rows, and every other input still by the default grid."""
+    path = spec_copy / "measured" / "sm_90.json"
+    before = {t: _rows_text(path, t) for t in ("router_gemm", "index_topk")}
+    bf16_before = [r for r in measured.load_file(str(path)).rows("index_score")]
+    space = Space(sm90.reg, sm90.target, sms=132, quick=True, inputs=FP32)
+    assert space.inputs == {**MEASURED_SCORE, **FP32} and not space.measures_selector
+    run = fake_run(space, FakeDevice(), {"decode"}, contexts=[8192])
+    assert {p["table"] for p in run["points"]} == {"index_score"}
+    assert all(p["buckets"][0]["q_dtype"] == "fp32" for p in run["points"])
+    run_file = spec_copy.parent / "fp32_fresh.json"
+    run_file.write_text(json.dumps(run))
+    assert cli.main(["choose", str(run_file), "--write", "--specs", str(spec_copy)]) == 0
+    out = capsys.readouterr().out
+    assert "index_score q_dtype fp32, cache_dtype fp32, head_dim 128" in out
+    for table, rows in before.items():
+        assert _rows_text(path, table) == rows
+    after = measured.load_file(str(path))
+    fp32 = [r for r in after.rows("index_score") if r.when["q_dtype"] == "fp32"]
+    assert {r.source for r in fp32} == {"measured", "default"}
+    assert [r.when for r in after.rows("index_score") if r.when["q_dtype"] == "bf16"] == \
+        [r.when for r in bf16_before]
+    reg = registry.load(str(spec_copy))
+    fp32_space = Space(reg, reg.hardware["sm_90"], sms=132, inputs=FP32)
+    for row in fp32:
+        bucket = {a: v for a, v in row.when.items()}
+        assert fp32_space.current("index_score", bucket) == (row.choice, row.params)
+    fp16 = Space(reg, reg.hardware["sm_90"], sms=132, inputs={"q_dtype": "fp16"})
+    bucket = fp16.score_bucket(64, 1, 1024)
+    rule = lookup(reg.policies["index_score"], reg.tables["index_score"],
+                  fp16.point("index_score", bucket, "sm_90"))
+    assert "not measured" in rule.note
+    with pytest.raises(ValueError, match="q_dtype 'fp64' is not in"):
+        Space(reg, reg.hardware["sm_90"], sms=132, inputs={"q_dtype": "fp64"})
+    with pytest.raises(ValueError, match="one index head"):
+        Space(reg, reg.hardware["sm_90"], sms=132, inputs={"num_heads": 2})
 
 
 def test_measure_command_records_a_run_choose_accepts(sm90, tmp_path):

@@ -23,13 +23,26 @@ if __package__ in (None, ""):  # `python3 tools/tune` — run as the package ins
 from . import ROOT  # noqa: E402  (sets sys.path for tools/common.py)
 
 import common  # noqa: E402
+from codegen.measured import SCORE_INPUTS as INPUT_AXES  # noqa: E402
 
-RUN_FORMAT = "kspec-tune-run/1"
+RUN_FORMAT = "kspec-tune-run/2"  # /2: decode buckets name their inputs
 SECTIONS = ("router", "decode")
 
 
 def _shapes(text):
     return [tuple(int(v) for v in s.split("x")) for s in text.split(",")]
+
+
+def _inputs(text):
+    """'q_dtype=fp32,cache_dtype=fp32' -> {"q_dtype": "fp32", "cache_dtype": "fp32"}."""
+    out = {}
+    for item in text.split(","):
+        axis, sep, value = item.partition("=")
+        if not sep or axis.strip() not in INPUT_AXES:
+            raise argparse.ArgumentTypeError(f"{item!r}: give AXIS=VALUE with AXIS one of "
+                                             f"{', '.join(INPUT_AXES)}")
+        out[axis.strip()] = int(value) if value.strip().isdigit() else value.strip()
+    return out
 
 
 def parse_args(argv=None):
@@ -55,6 +68,10 @@ def parse_args(argv=None):
     m.add_argument("--jobs", type=int, default=None, help="compile workers (0: none)")
     m.add_argument("--shapes", type=_shapes, default=None,
                    help="router weight shapes only, e.g. 6144x128,3072x256")
+    m.add_argument("--inputs", type=_inputs, default=None,
+                   help="decode inputs other than the default (specs: MEASURED_SCORE), e.g. "
+                        "q_dtype=fp32,cache_dtype=fp32 (scorer rows only: the selector's rows "
+                        "are measured with the default inputs)")
     m.add_argument("--contexts", type=common.int_list, default=None,
                    help="decode contexts (tokens) only, e.g. 131072")
     c = sub.add_parser("choose", help="choose rows from run files; --write writes them")
@@ -87,7 +104,10 @@ def measure(args, argv) -> int:
     reg = registry.load()
     facts = target.device_facts(torch)
     hw, declared = target.target_of(facts, reg.hardware)
-    space = Space(reg, hw, facts["sms"], args.quick)
+    try:
+        space = Space(reg, hw, facts["sms"], args.quick, args.inputs)
+    except ValueError as e:
+        sys.exit(f"tune measure: {e}")
     return record_run(args, argv, space, GpuDevice(space), facts, declared,
                       common.env_info(False))
 
@@ -108,7 +128,8 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None, used=
                    "l2_flush": env["l2_flush"], "sms": facts["sms"], "rounds": args.rounds,
                    "per_round": args.per_round, "quick": args.quick,
                    "command": "python3 -m tools.tune " + " ".join(argv)},
-           "sections": args.sections, "points": [], "skipped": [], "errors": []}
+           "sections": args.sections, "inputs": space.inputs, "points": [], "skipped": [],
+           "errors": []}
     common.say(f"tune: {facts['device']} ({facts['sms']} SMs) = target {hw.name}"
                f"{'' if declared else ' (new)'}; state {args.state}, machine "
                f"{run['run']['machine']}; {args.rounds} rounds × {args.per_round} replays; "
@@ -169,10 +190,16 @@ def choose(args, argv, say=common.say) -> int:
     reg = registry.load(args.specs)
     write.refuse_hand_written(reg, name)
     hw = reg.hardware.get(name) or target.hardware_from(runs[0]["target"]["hardware"])
-    space = Space(reg, hw, runs[0]["run"]["sms"] or 132)
+    inputs = [run["inputs"] for run in runs if "decode" in run["sections"]]
+    if any(i != inputs[0] for i in inputs):
+        sys.exit("tune choose: the decode runs measured different inputs; choose each inputs' "
+                 "runs apart")
+    space = Space(reg, hw, runs[0]["run"]["sms"] or 132, inputs=inputs[0] if inputs else None)
     noise = choose_mod.NOISE_FLOOR if args.noise is None else args.noise
     path = write.data_file(name, args.specs)
     data = measured.read(path) if os.path.exists(path) else write.skeleton(space, hw)
+    if inputs:
+        write.add_input_rows(data, space)
     rows, report, labels = choose_mod.choose(runs, space, noise, data["provenance"]["runs"])
     say(f"tune choose: target {name}; runs " + ", ".join(labels))
     if choose_mod.coverage_warning(runs):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from .space import key
+from .space import as_bucket, bucket_text, key
 
 NOISE_FLOOR = 0.01
 RULE = ("smallest worst-case slowdown over representatives × runs (states, machines); within "
@@ -117,7 +117,7 @@ def choose_bucket(entry, expected, space, noise_floor=NOISE_FLOOR):
     best = {c: min(times[k][c] for k in eligible) for c in cells}
     slow = {k: [times[k][c] / best[c] for c in cells] for k in eligible}
     worst = {k: max(v) for k, v in slow.items()}
-    default = space.default(table, _as_bucket(bucket))
+    default = space.default(table, as_bucket(bucket))
     ranked = sorted(eligible, key=lambda k: (worst[k], statistics.mean(slow[k]),
                                              simplicity(cands[k], default)))
     fastest = ranked[0]
@@ -139,10 +139,6 @@ def choose_bucket(entry, expected, space, noise_floor=NOISE_FLOOR):
                                  "worst": round(worst[runner], 4), "us": us(runner)}
     row = {**bucket, ck: choice, "params": params, "source": "measured", "measured": measured}
     return row, measured["rule"]
-
-
-def _as_bucket(bucket) -> dict:
-    return {a: tuple(v) for a, v in bucket.items()}
 
 
 def _expected(runs, labels, entry) -> list:
@@ -173,16 +169,15 @@ def choose(runs, space, noise_floor=NOISE_FLOOR, existing=None):
     ``existing``: the data file's provenance.runs (labels stay unique across tunes)."""
     labels = run_labels(runs, existing)
     rows, report = [], []
-    def order(entry):  # table, then the buckets' lower ends in axis order
-        return entry["table"], [(v[0], float("inf") if v[1] is None else v[1])
+    def order(entry):  # table, then the buckets' values and lower ends in axis order
+        return entry["table"], [(str(v), 0) if not isinstance(v, list) else
+                                (v[0], float("inf") if v[1] is None else v[1])
                                 for v in entry["bucket"].values()]
 
     for entry in sorted(merge(runs, labels).values(), key=order):
         expected = _expected(runs, labels, entry)
         row, why = choose_bucket(entry, expected, space, noise_floor)
-        where = f"{entry['table']} " + ", ".join(
-            f"{a} {'x'.join(map(str, v)) if a == 'shape' else _range(v)}"
-            for a, v in entry["bucket"].items())
+        where = f"{entry['table']} {bucket_text(entry['table'], entry['bucket'])}"
         if row is None:
             report.append(f"  keep {where}: {why}")
             continue
@@ -195,11 +190,6 @@ def choose(runs, space, noise_floor=NOISE_FLOOR, existing=None):
             + (f"; runner-up {runner[CHOICE_KEY[entry['table']]]} {_short(runner['params'])} "
                f"worst {runner['worst']:.3f}" if runner else ""))
     return rows, report, labels
-
-
-def _range(v) -> str:
-    lo, hi = v
-    return f"≥ {lo}" if hi is None else (str(lo) if lo == hi else f"{lo}–{hi}")
 
 
 def _short(params) -> str:

@@ -11,8 +11,14 @@ import importlib
 import common  # tools/common.py
 
 
+# the policies' dtype names (specs/index_decode.py) as torch dtype attributes
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32",
+                "fp8e4m3": "float8_e4m3fn"}
+
+
 class GpuDevice:
-    """One CUDA/ROCm device. ``space`` gives the decode shape (head_dim, topk, block size)."""
+    """One CUDA/ROCm device. ``space`` gives the decode shape (inputs: dtypes and head_dim;
+    topk; block size)."""
 
     def __init__(self, space, device="cuda"):
         import torch
@@ -69,12 +75,14 @@ class GpuDevice:
         attn = torch.randperm(num_pages, generator=g)[:R * mb].to(torch.int32).view(R, mb)
         dg = torch.Generator(device=self.device).manual_seed(seed + 3)
         total_q, dev = R * Q, self.device
+        q_dtype, cache_dtype = (getattr(torch, TORCH_DTYPES[sp.inputs[k]])
+                                for k in ("q_dtype", "cache_dtype"))
         return {
             "R": R, "Q": Q, "ctx": ctx,
             "idx_q": torch.randn((total_q, 1, sp.head_dim), generator=dg,
-                                 device=dev).to(torch.bfloat16),
-            "cache": torch.randn((num_pages, sp.block, sp.head_dim), generator=dg, device=dev,
-                                 dtype=torch.bfloat16),
+                                 device=dev).to(q_dtype),
+            "cache": torch.randn((num_pages, sp.block, sp.head_dim), generator=dg,
+                                 device=dev).to(cache_dtype),
             "block_table": bt.contiguous().to(dev),
             "seq_lens": torch.full((R,), ctx, dtype=torch.int32, device=dev),
             "attn_table": attn.contiguous().to(dev),

@@ -43,7 +43,7 @@ def _record(choice_key, choice, params):
 
 def _json(bucket: dict) -> dict:
     """A bucket as run and data files hold it (lists, not tuples)."""
-    return {axis: list(value) for axis, value in bucket.items()}
+    return {axis: list(v) if isinstance(v, tuple) else v for axis, v in bucket.items()}
 
 
 def _time_bucket(dev, calls: dict, check, rounds: int, per_round: int) -> dict:
@@ -116,7 +116,7 @@ class Run:
                 "rep": sp.rep_label("router_gemm", rep),
                 "candidates": [{**_record("kernel", *c), **got[(i, rep)]}
                                for i, c in enumerate(cands)]})
-        self._said("router", f"{shape} M {lo}-{hi}", len(cands), reps, t)
+        self._said("router", f"{shape} M {lo}-{hi}", len(cands), len(reps), t)
 
     # -- decode --------------------------------------------------------------------------
     def decode(self, contexts=None):
@@ -157,6 +157,9 @@ class Run:
             "rep": label, "selector": fixed,
             "candidates": [{**_record("variant", *c), **got[i]}
                            for i, c in enumerate(scorers)]})
+        if not sp.measures_selector:
+            self._said("decode", label, len(scorers), 1, t)
+            return
         # (2) selectors, after the fastest two-kernel scorer of this point (the table keeps
         # a selector wherever a fused row does not serve, e.g. topk beyond its tile)
         two = [(got[i]["us"], i) for i, c in enumerate(scorers)
@@ -172,16 +175,17 @@ class Run:
             "scorer": _record("variant", *scorer),
             "candidates": [{**_record("variant", *c), **got_sel[i]}
                            for i, c in enumerate(sels)]})
-        self._said("decode", label, len(scorers) + len(sels), [label], t)
+        self._said("decode", label, len(scorers) + len(sels), 2, t)
 
     def _plan(self, table, bucket):
         entry = {"table": table, "bucket": _json(bucket)}
         if entry not in self.planned:
             self.planned.append(entry)
 
-    def _said(self, what, where, n, reps, t0):
+    def _said(self, what, where, n, points, t0):
+        """One progress line: the fastest candidate of each of the last ``points`` points."""
         best = []
-        for point in self.points[-len(reps) if what == "router" else -2:]:
+        for point in self.points[-points:]:
             timed = [c for c in point["candidates"] if "us" in c]
             if timed:
                 fastest = min(timed, key=lambda c: c["us"])

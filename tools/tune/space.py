@@ -6,8 +6,10 @@ Facts come from where they are declared, never restated here:
   from the policies' axes; the router weight shapes from the `shape` axis;
 * candidate values from the variants' parameters (``Param``: kind, power of two, minimum,
   maximum) and their order from ``Variant.params``;
-* the decode shape measured (dtype, head_dim, heads, topk) from ``specs/index_decode.py``
-  (MEASURED_SCORE / MEASURED_TOPK), the sparse block size from the variants' contract constants;
+* the decode inputs measured (dtypes, head_dim, heads) from ``specs/index_decode.py``
+  (MEASURED_SCORE, unless other inputs are asked for), topk (MEASURED_TOPK), the sparse block
+  size from the variants' contract constants; which keys of a bucket are values rather than
+  ranges from ``codegen.measured.TABLES``;
 * which options a target may use from the predicates the spec loader applies
   (``supports_tf32x3``, ``supports_pdl``);
 * the default row of a bucket (what "simpler" starts from, and what an unmeasured bucket of a
@@ -24,7 +26,7 @@ import itertools
 from codegen.families import router_gemm as rg
 from codegen.capabilities import supports_pdl, supports_tf32x3
 from codegen.families.index_decode import FUSED
-from codegen.measured import is_measured
+from codegen.measured import TABLES, is_measured
 from codegen.policy import lookup
 
 SPLIT, BALANCED, SELECTOR = "index_score_split", "index_score_balanced", "index_topk_fused"
@@ -61,11 +63,27 @@ def key(choice: str, params: dict) -> tuple:
     return choice, tuple(sorted(params.items()))
 
 
+def as_bucket(bucket: dict) -> dict:
+    """A bucket read from JSON (lists) as the tuner uses it: ranges and pairs as tuples."""
+    return {a: tuple(v) if isinstance(v, list) else v for a, v in bucket.items()}
+
+
+def bucket_text(table: str, bucket: dict) -> str:
+    """'num_reqs 1–2, shape 6144x128, q_dtype fp32' for reports."""
+    def one(axis, v):
+        if axis in TABLES[table].values:
+            return "x".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+        lo, hi = v
+        return f"≥ {lo}" if hi is None else (str(lo) if lo == hi else f"{lo}–{hi}")
+    return ", ".join(f"{a} {one(a, v)}" for a, v in bucket.items())
+
+
 class Space:
     """Buckets and candidates of one hardware target (a codegen.model.Hardware) on a device
-    with ``sms`` SMs; ``quick`` keeps a small sanity subset."""
+    with ``sms`` SMs; ``quick`` keeps a small sanity subset; ``inputs`` names the decode
+    inputs measured (q_dtype, cache_dtype, head_dim, num_heads; default MEASURED_SCORE)."""
 
-    def __init__(self, reg, target, sms: int, quick: bool = False):
+    def __init__(self, reg, target, sms: int, quick: bool = False, inputs: dict | None = None):
         from specs import index_decode as decode_specs
 
         self.reg, self.target, self.sms, self.quick = reg, target, sms, quick
@@ -79,10 +97,20 @@ class Space:
         self.max_tokens = axes[rg.NAME]["num_tokens"].hi
         self.max_q = axes["index_score"]["max_q"].hi
         self.max_block = axes["index_score"]["max_block"].hi
-        self.score_fixed = dict(decode_specs.MEASURED_SCORE)
+        self.inputs = dict(decode_specs.MEASURED_SCORE, **(inputs or {}))
+        for axis, value in self.inputs.items():
+            if value not in axes["index_score"][axis].values:
+                raise ValueError(f"decode inputs: {axis} {value!r} is not in the index_score "
+                                 f"policy's domain {axes['index_score'][axis].values}")
+        # selector rows are not keyed by the inputs (it ranks fp32 scores whatever they come
+        # from): they are measured with the default inputs only
+        self.measures_selector = self.inputs == decode_specs.MEASURED_SCORE
+        if self.inputs["num_heads"] != 1:
+            raise ValueError("decode inputs: the tuner times the calls with the page-16 table, "
+                             "which takes one index head (num_heads 1)")
         self.topk = decode_specs.MEASURED_TOPK
         self.block = reg.variants[SPLIT].constant("SPARSE_BLOCK_SIZE")
-        self.head_dim = self.score_fixed["head_dim"]
+        self.head_dim = self.inputs["head_dim"]
         self.params = {name: {p.name: p for p in v.params} for name, v in reg.variants.items()}
         self.order = {name: tuple(p.name for p in v.params) for name, v in reg.variants.items()}
         self.order["per_expert"] = tuple(p.name for p in rg.PARAMS)
@@ -217,13 +245,20 @@ class Space:
         rb = next((b for b in self.req_buckets if b[0] <= R <= b[1]), None)
         qb = next(b for b, q in self.q_buckets.items() if q == Q)
         mbb = next(b for b, m in self.score_mb_buckets.items() if m == mb)
-        return None if rb is None else {"max_q": qb, "max_block": mbb, "num_reqs": rb}
+        return None if rb is None else {**self.inputs, "max_q": qb, "max_block": mbb,
+                                        "num_reqs": rb}
 
-    def topk_buckets(self, R, Q, mb) -> list:
-        P = R * Q
+    def selector_buckets(self, R, Q, mb) -> list:
+        """The selector buckets of a decode point (P = rows × heads, max_block)."""
+        P = R * Q  # one head (the page-16 table path)
         pb = next(b for b in self.p_buckets if b[0] <= P and (b[1] is None or P <= b[1]))
         return [{"max_block": mbb, "rows_x_heads": pb}
                 for mbb, rep in self.topk_mb_buckets.items() if rep == mb]
+
+    def topk_buckets(self, R, Q, mb) -> list:
+        """The selector buckets a decode point measures: none with other than the default
+        inputs (measures_selector)."""
+        return self.selector_buckets(R, Q, mb) if self.measures_selector else []
 
     def rep_label(self, table, point) -> str:
         if table == "router_gemm":
@@ -296,11 +331,9 @@ class Space:
     # -- rows of the tables ----------------------------------------------------------------
     def point(self, table, bucket, hardware) -> tuple:
         """The policy point at a bucket's lower corner (the fixed axes at the measured shape)."""
-        values = {a: v if a == "shape" else v[0] for a, v in bucket.items()}
+        values = {a: v if a in TABLES[table].values else v[0] for a, v in bucket.items()}
         values["hardware"] = hardware
-        if table == "index_score":
-            values.update(self.score_fixed, topk=self.topk)
-        elif table == "index_topk":
+        if table in ("index_score", "index_topk"):
             values["topk"] = self.topk
         # by axis name: the policy's axis order is the registry's business
         return tuple(values[a.name] for a in self.reg.policies[table].axes)
@@ -350,5 +383,5 @@ class Space:
         """The selector scorer candidates are timed with: the one this target's table picks
         here (pdl included), so two-kernel candidates are not judged with a slower selector
         than they run with; the generic one for a new target."""
-        bucket = self.topk_buckets(R, Q, mb)[0]
+        bucket = self.selector_buckets(R, Q, mb)[0]
         return (self.current("index_topk", bucket) or self.default("index_topk", bucket))[1]

@@ -53,7 +53,9 @@ def warm_groups(space, sections, shapes=None, contexts=None) -> list:
                     (params.get("num_warps"), params.get("num_stages"), params.get("topk_tile"),
                      params.get("static_chunks"), fixed.get("pdl")),
                     ("decode", R, Q, variant, params, fixed))
-            for _, sel in [(None, fixed)] + space.selector_candidates_at(R, Q, mb):
+            selectors = space.selector_candidates_at(R, Q, mb) if space.measures_selector \
+                else []
+            for _, sel in [(None, fixed)] + selectors:
                 add(("selector", sel["topk_chunks"], sel["topk_tile"]),
                     tuple(sorted(sel.items())) + (_int_class(R * Q),),
                     ("decode", R, Q, *default, sel))
@@ -108,7 +110,8 @@ def warm(space, sections, jobs=None, timeout_s=240.0, shapes=None, contexts=None
     work = warm_groups(space, sections, shapes, contexts)
     if jobs <= 0 or not work:
         return {"skipped": True}
-    consts = {"block": space.block, "head_dim": space.head_dim, "topk": space.topk}
+    consts = {"block": space.block, "head_dim": space.head_dim, "topk": space.topk,
+              "inputs": space.inputs}
     tasks, t = sum(len(g) for g in work), time.time()
     say(f"== compile warm-up: {tasks} kernels in {len(work)} groups on {jobs} workers")
     try:

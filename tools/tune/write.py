@@ -3,8 +3,9 @@ codegen/measured.py, after the registry has loaded the result.
 
 The chosen rows replace exactly the buckets they cover; every other row stays as it is (a
 router-only tune keeps the decode rows and their provenance, and the other way round; a tune
-of the 128k contexts keeps the 8k and 32k rows). A target measured for the first time starts
-from default rows (what the generic target launches) for every bucket of the tuner's layout.
+of the 128k contexts keeps the 8k and 32k rows; a tune of fp32 inputs keeps the bf16 rows). A
+target measured for the first time, and decode inputs measured for the first time, start from
+default rows (what the generic target launches) for every bucket of the tuner's layout.
 Before anything is written, a copy of specs/ with the new file is loaded through
 codegen.registry (the generator's own checks and dispatch proof) and every chosen row is looked
 up back at its bucket's corners. Targets whose tables are written by hand (gfx950) are refused.
@@ -16,7 +17,7 @@ import shutil
 import tempfile
 
 from codegen import measured, registry
-from codegen.measured import TABLES
+from codegen.measured import SCORE_INPUTS, TABLES
 from codegen.model import Hardware
 from codegen.policy import lookup
 
@@ -49,11 +50,15 @@ def _default_rows(space, table, group: dict, axis: str, lo: int, hi):
         rule = lookup(policy, space.reg.tables[table], space.point(table, bucket, "generic"))
         end = rule.conds[pos].hi if rule.conds[pos] is not None else None
         end = hi if end is None else (end if hi is None else min(end, hi))
-        rows.append({**{a: list(x) for a, x in group.items()}, axis: [v, end],
+        rows.append({**_json(group), axis: [v, end],
                      CHOICE_KEY[table]: space.choice_of(table, rule.variant),
                      "params": dict(rule.params), "source": "default"})
         v = None if end is None else end + 1
     return rows
+
+
+def _json(bucket: dict) -> dict:
+    return {a: list(v) if isinstance(v, tuple) else v for a, v in bucket.items()}
 
 
 def skeleton(space, hardware: Hardware) -> dict:
@@ -64,26 +69,34 @@ def skeleton(space, hardware: Hardware) -> dict:
     for shape in space.shapes:
         data["router_gemm"] += _default_rows(space, "router_gemm", {"shape": shape},
                                              "num_tokens", 1, space.token_cap(shape))
-    for qb in space.q_buckets:
-        for mbb in space.score_mb_buckets:
-            data["index_score"] += _default_rows(space, "index_score",
-                                                 {"max_q": qb, "max_block": mbb}, "num_reqs", 1,
-                                                 None)
+    add_input_rows(data, space)
     for mbb in space.topk_mb_buckets:
         data["index_topk"] += _default_rows(space, "index_topk", {"max_block": mbb},
                                             "rows_x_heads", 1, None)
     return data
 
 
+def add_input_rows(data: dict, space) -> None:
+    """Default scorer rows for the space's decode inputs, when the data has none for them yet
+    (the chosen rows then replace the buckets they cover)."""
+    if any(all(row[a] == space.inputs[a] for a in SCORE_INPUTS) for row in data["index_score"]):
+        return
+    for qb in space.q_buckets:
+        for mbb in space.score_mb_buckets:
+            data["index_score"] += _default_rows(
+                space, "index_score", {**space.inputs, "max_q": qb, "max_block": mbb},
+                "num_reqs", 1, None)
+
+
 def apply(data: dict, table: str, new: dict) -> None:
     """Put ``new`` into its table: rows of its group overlapping its range are clipped away."""
     layout = TABLES[table]
-    axis, group = layout.bucket, [list(new[a]) for a in layout.group]
+    axis, group = layout.bucket, _json({a: new[a] for a in layout.group})
     lo, hi = new[axis]
     kept = []
     for row in data[table]:
         a, b = row[axis]
-        if [list(row[g]) for g in layout.group] != group or \
+        if _json({g: row[g] for g in layout.group}) != group or \
                 (b is not None and b < lo) or (hi is not None and a > hi):
             kept.append(row)
             continue
@@ -154,21 +167,23 @@ def verify(data: dict, rows: list, specs_dir: str = SPECS):
     for row in rows:
         table = table_of(row)
         corners = []
+        values = TABLES[table].values
         for axis in TABLES[table].axes:
             v = row[axis]
-            corners.append([tuple(v)] if axis == "shape" else
+            corners.append([tuple(v) if isinstance(v, list) else v] if axis in values else
                            sorted({v[0], v[0] + 1000 if v[1] is None else v[1]}))
-        for corner in _product(TABLES[table].axes, corners):
+        for corner in _product(TABLES[table].axes, values, corners):
             got = space.row(table, corner, name)
             assert got == (row[CHOICE_KEY[table]], row["params"]), \
                 f"{table} {corner}: the loaded table gives {got}, the tune chose {row}"
     return reg
 
 
-def _product(axes, values):
+def _product(axes, value_axes, corners):
+    """Every bucket of single points from each axis' corner values (a value axis as is)."""
     out = [{}]
-    for axis, vs in zip(axes, values):
-        out = [{**o, axis: (v, v) if axis != "shape" else v} for o in out for v in vs]
+    for axis, vs in zip(axes, corners):
+        out = [{**o, axis: v if axis in value_axes else (v, v)} for o in out for v in vs]
     return out
 
 
