@@ -133,8 +133,8 @@ class Scenario:
 
 
 def decode_scenarios(quick: bool, smoke: bool):
-    """bf16 rows, then the mixed-length rows, then the fp8 rows (each after its bf16 partner:
-    --decode-limit keeps the first ones, tools/tune's 'used' state)."""
+    """The bf16 rows, then the mixed lengths, then the fp8 rows (after the bf16 rows their
+    times are divided by; --decode-limit N, tools/tune's 'used' state, keeps the first N)."""
     if smoke:
         return [Scenario(1, 512, 1), Scenario(2, 640, 4, mixed=True),
                 Scenario(1, 512, 1, cache="fp8e4m3")]
@@ -281,7 +281,7 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
     for i, sc in enumerate(scenarios):
         t0 = time.time()
         # fp8 rows are judged against their bf16 row on the device's own tables; the other
-        # targets' tables are only other launch choices, which the bf16 rows already time
+        # hardware's tables are only other launch choices, which the bf16 rows already time
         policies = all_policies if sc.cache == "bf16" else (hw_detected,)
         row = {"name": sc.name.strip(), "R": sc.R, "ctx": sc.ctx, "Q": sc.Q, "mixed": sc.mixed,
                "cache": sc.cache, "max_block": sc.max_block, "total_q": sc.total_q,
@@ -344,9 +344,10 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
                 flush=other)
         row["target_policy"] = hw_detected
         row["policies"] = list(policies)
-        paired = by_key.get(sc.key[:4] + ("bf16",))  # the bf16 row of an fp8 row's shape
-        if sc.cache != "bf16" and paired and targets.decode_time(paired) and "median_us" in main:
-            row["vs_bf16"] = main["median_us"] / targets.decode_time(paired)
+        # an fp8 row's time over the bf16 row of its shape (run earlier)
+        bf16_us = targets.decode_time(by_key.get(sc.key[:4] + ("bf16",)) or {})
+        if sc.cache != "bf16" and bf16_us and "median_us" in main:
+            row["vs_bf16"] = main["median_us"] / bf16_us
         del inp, outs
         common.free_memory()
         results.append(row)
