@@ -217,7 +217,7 @@ def print_tables(report):
             cells = "".join(f"{common.fmt_us(o.get(hw, {}).get('median_us')):>8}"
                             for hw in policies)
             main = o.get(tp, {})
-            t = (r.get("torch") or {}).get("median_us")
+            ref = r.get("torch") or {}
             extra = f"  fp8/bf16 {r['vs_bf16']:.2f}" if r.get("vs_bf16") is not None else ""
             if r.get("policies_agree") is False:
                 extra += " DISAGREE"
@@ -227,7 +227,7 @@ def print_tables(report):
                 extra += " (eager timing)"
             xf, tb = main.get("x_floor"), main.get("tb_per_s")
             lines.append(f"{r['name']:<20}{cells}"
-                         f"{common.fmt_us(t) if t is not None else 'skip':>8}"
+                         f"{'skip' if 'skipped' in ref else common.fmt_us(ref.get('median_us')):>8}"
                          f"{common.fmt_us(r.get('floor_us')):>7}"
                          f"{_ratio(xf):>6}"
                          f"{'-' if tb is None else f'{tb:.2f}':>6}{extra}")
