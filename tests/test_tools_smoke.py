@@ -34,6 +34,9 @@ def test_bench_smoke_runs_every_section(tmp_path):
     for row in report["decode"]:
         assert row["policies_agree"] is True, row["name"]
         assert row["match_rows"] == row["rows"], row["name"]
+    # the fp8 e4m3 cache row runs (the interpreter handles fp8) and is paired with its bf16 row
+    fp8 = [row for row in report["decode"] if row["cache"] == "fp8e4m3"]
+    assert fp8 and all(row["vs_bf16"] > 0 for row in fp8)
 
 
 @pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "explore_state.py"])

@@ -2,17 +2,20 @@
 """Benchmark of the generated kernels on the H200 (see tools/common.py for the timing method).
 
     python3 tools/bench.py --out DIR            # full grid (H200, well under 5 minutes)
-    python3 tools/bench.py --out DIR --quick    # the six decode target rows + a router subset
+    python3 tools/bench.py --out DIR --quick    # the decode rows with targets + a router subset
     python3 tools/bench.py --out DIR --smoke    # CPU, TRITON_INTERPRET=1, tiny shapes: code paths
 
-Writes DIR/bench.json (every number), DIR/bench.png (decode time vs context) and prints one
-progress line per scenario, then a compact table with PASS/FAIL for the targets.
+Writes DIR/bench.json (every number, each row's target verdicts: tools/targets.py),
+DIR/bench.png (decode time vs context) and prints one progress line per scenario, then the
+tables with PASS/FAIL per target (tools/bench_report.py; it also compares several runs).
 
 Decode indexer: `generated.index_decode` end to end (scores + top-k selection + page-16 sparse
-table), H = 1, head_dim 128, topk 16, init 0, local 1, Qmax = Q, under each hardware target's
-tables (the device's own first, whose times the targets are judged on; then the others, e.g.
-gfx950's tables on an H200: they are only other launch choices); plain torch (page gather + fp32 q·Kᵀ + causal mask + block max + forcing + torch.topk;
-no sparse table); and the bandwidth floor = bytes that must be read/written / copy bandwidth.
+table), H = 1, head_dim 128, topk 16, init 0, local 1, Qmax = Q, bf16 query and index cache
+(and an fp8 e4m3 cache on a subset of the shapes, each paired with its bf16 row), under each
+hardware target's tables (the device's own first, whose times the targets are judged on; then
+the others, e.g. gfx950's tables on an H200: they are only other launch choices); plain torch
+(page gather + fp32 q·Kᵀ + causal mask + block max + forcing + torch.topk; no sparse table);
+and the bandwidth floor = bytes that must be read/written / copy bandwidth.
 Router GEMM: `generated.router_gemm` (default dispatch) vs `F.linear(x.float(), w)`.
 """
 from __future__ import annotations
@@ -25,6 +28,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (tools/common.py)
+import targets  # noqa: E402  (tools/targets.py)
 from bench_report import loads_line, plot, print_tables  # noqa: E402
 
 sys.path.insert(0, common.ROOT)
@@ -40,16 +44,12 @@ LOCAL_BLOCKS = 1
 SPARE_PAGES = 16
 TORCH_MEMORY_LIMIT = 20e9
 
-# (R, context, Q, mixed) -> µs, end to end with the page-16 table
-DECODE_TARGETS = {
-    (1, 8192, 4, False): 6.0,
-    (4, 32768, 4, False): 12.0,
-    (11, 131072, 1, False): 92.0,
-    (16, 131072, 4, False): 125.0,
-    (64, 131072, 1, False): 520.0,
-    (16, 131072, 4, True): 62.0,
-}
-
+# index-cache dtypes (dispatch names) -> bytes per element
+CACHE_BYTES = {"bf16": 2, "fp8e4m3": 1}
+CONTEXTS = (8192, 32768, 131072)
+# fp8 cache rows: a subset of the bf16 grid; --quick: a few, one per fp8 limit's context range
+FP8_REQUESTS = (1, 4, 16, 64)
+FP8_QUICK = ((1, 8192, 4), (4, 32768, 4), (64, 131072, 1))
 
 
 def router_token_counts(max_tokens: int, quick: bool = False) -> tuple:
@@ -82,8 +82,8 @@ def parse_args(argv=None):
 
 
 class Scenario:
-    def __init__(self, R, ctx, Q, mixed=False, seed=0):
-        self.R, self.ctx, self.Q, self.mixed = R, ctx, Q, mixed
+    def __init__(self, R, ctx, Q, mixed=False, cache="bf16", seed=0):
+        self.R, self.ctx, self.Q, self.mixed, self.cache = R, ctx, Q, mixed, cache
         self.seed = seed
         self.max_seq_len = ctx  # graph capacity: mixed batches keep the full-context table width
         self.max_block = common.cdiv(ctx, BLOCK)
@@ -99,18 +99,25 @@ class Scenario:
 
     @property
     def key(self):
-        return (self.R, self.ctx, self.Q, self.mixed)
+        return (self.R, self.ctx, self.Q, self.mixed, self.cache)
 
     @property
     def name(self):
         ctx = f"{self.ctx // 1024}k" if self.ctx >= 1024 else str(self.ctx)
-        return f"R{self.R:<3d}{ctx:>4s}{' mix' if self.mixed else '    '} Q{self.Q}"
+        return (f"R{self.R:<3d}{ctx:>4s}{' mix' if self.mixed else '    '} Q{self.Q}"
+                + ("" if self.cache == "bf16" else " fp8"))
+
+    @property
+    def judged_alone(self):
+        """A target of its own (tools/targets.py), not only a ratio to another row."""
+        return (self.cache == "bf16" and not self.mixed
+                and targets.judged_alone(self.R, self.ctx, self.Q))
 
     def floor_bytes(self):
         """Bytes a perfect implementation moves: each needed index-K page read once, the
         queries, the table entries it follows, the outputs written once."""
         blocks = [common.cdiv(max(s, 0), BLOCK) for s in self.seq_lens]
-        cache = sum(blocks) * BLOCK * D * 2
+        cache = sum(blocks) * BLOCK * D * CACHE_BYTES[self.cache]
         small = (self.total_q * D * 2  # idx_q
                  + sum(blocks) * 4 + self.R * 4  # block table entries + seq_lens
                  + self.total_q * TOPK * 4  # attention-table entries of the winners
@@ -126,19 +133,20 @@ class Scenario:
 
 
 def decode_scenarios(quick: bool, smoke: bool):
+    """The bf16 rows, then the mixed lengths, then the fp8 rows (after the bf16 rows their
+    times are divided by; --decode-limit N, tools/tune's 'used' state, keeps the first N)."""
     if smoke:
-        return [Scenario(1, 512, 1), Scenario(2, 640, 4, mixed=True)]
+        return [Scenario(1, 512, 1), Scenario(2, 640, 4, mixed=True),
+                Scenario(1, 512, 1, cache="fp8e4m3")]
+    bf16 = [Scenario(R, ctx, Q) for R in (1, 4, 8, 11, 16, 32, 64) for ctx in CONTEXTS
+            for Q in (1, 4)]
     if quick:
-        return [Scenario(*k[:3], mixed=k[3]) for k in DECODE_TARGETS]
-    out = []
-    for R in (1, 4, 8, 11, 16, 32, 64):
-        for ctx in (8192, 32768, 131072):
-            for Q in (1, 4):
-                out.append(Scenario(R, ctx, Q))
-    for R in (4, 16, 64):
-        for Q in (4, 1):
-            out.append(Scenario(R, 131072, Q, mixed=True))
-    return out
+        return ([sc for sc in bf16 if sc.judged_alone]
+                + [Scenario(*k, cache="fp8e4m3") for k in FP8_QUICK])
+    mixed = [Scenario(R, 131072, Q, mixed=True) for R in (4, 16, 64) for Q in (4, 1)]
+    fp8 = [Scenario(R, ctx, Q, cache="fp8e4m3") for R in FP8_REQUESTS for ctx in CONTEXTS
+           for Q in (1, 4)]
+    return bf16 + mixed + fp8
 
 
 def make_decode_inputs(sc: Scenario, device):
@@ -148,6 +156,7 @@ def make_decode_inputs(sc: Scenario, device):
     import torch
 
     g = torch.Generator().manual_seed(sc.seed + 17 * sc.R + sc.Q)
+    cache_dtype = {"bf16": torch.bfloat16, "fp8e4m3": torch.float8_e4m3fn}[sc.cache]
     blocks = [common.cdiv(max(s, 0), BLOCK) for s in sc.seq_lens]
     num_pages = sum(blocks) + SPARE_PAGES
     perm = torch.randperm(num_pages, generator=g).to(torch.int32)
@@ -165,8 +174,9 @@ def make_decode_inputs(sc: Scenario, device):
     inp = {
         "idx_q": torch.randn((sc.total_q, 1, D), generator=dg, device=device,
                              dtype=torch.float32).to(torch.bfloat16),
+        # an fp8 cache holds the bf16 row's values, rounded
         "cache": torch.randn((num_pages, BLOCK, D), generator=dg, device=device,
-                             dtype=torch.bfloat16),
+                             dtype=torch.bfloat16).to(cache_dtype),
         "block_table": bt.to(device),
         "seq_lens": torch.tensor(sc.seq_lens, dtype=torch.int32, device=device),
         "attn_table": attn.contiguous().to(device),
@@ -263,15 +273,18 @@ def decode_policies(target: str) -> tuple:
 def run_decode(args, generated, device, bw, reps, hw_detected):
     import torch
 
-    results = []
+    results, by_key = [], {}
     scenarios = decode_scenarios(args.quick, args.smoke)[:args.decode_limit]
-    policies = decode_policies(hw_detected)
-    common.say(f"== decode indexer: {len(scenarios)} scenarios × {len(policies)} policies "
-               f"({', '.join(policies)}) + torch")
+    all_policies = decode_policies(hw_detected)
+    common.say(f"== decode indexer: {len(scenarios)} scenarios × {len(all_policies)} policies "
+               f"({', '.join(all_policies)}; fp8 rows: {hw_detected} only) + torch")
     for i, sc in enumerate(scenarios):
         t0 = time.time()
+        # fp8 rows are judged against their bf16 row on the device's own tables; the other
+        # hardware's tables are only other launch choices, which the bf16 rows already time
+        policies = all_policies if sc.cache == "bf16" else (hw_detected,)
         row = {"name": sc.name.strip(), "R": sc.R, "ctx": sc.ctx, "Q": sc.Q, "mixed": sc.mixed,
-               "max_block": sc.max_block, "total_q": sc.total_q,
+               "cache": sc.cache, "max_block": sc.max_block, "total_q": sc.total_q,
                "seq_len_sum": sum(sc.seq_lens), "seq_len_max": max(sc.seq_lens),
                "ours": {}, "explain": {}}
         fb, cache_bytes = sc.floor_bytes()
@@ -282,7 +295,7 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
         for hw in policies:
             try:
                 row["explain"][hw] = dict(generated.explain_index_decode(
-                    hw, "bf16", "bf16", D, sc.R, sc.max_block, sc.total_q, 1, TOPK, sc.Q))
+                    hw, "bf16", sc.cache, D, sc.R, sc.max_block, sc.total_q, 1, TOPK, sc.Q))
             except Exception as e:  # noqa: BLE001
                 row["explain"][hw] = {"error": f"{type(e).__name__}: {e}"}
             fn = ours_fn(generated, sc, inp, hw)
@@ -322,22 +335,23 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
             except Exception as e:  # noqa: BLE001
                 row["torch"] = {"error": f"{type(e).__name__}: {e}"[:300]}
             del tf
-        target = None if args.smoke else DECODE_TARGETS.get(sc.key)
-        if target is not None and "median_us" in row["ours"].get(hw_detected, {}):
+        main = row["ours"].get(hw_detected) or {}
+        if not args.smoke and sc.judged_alone and "median_us" in main:
             # the same call after the other L2 flush (common.FLUSH_MODES), for comparison
             other = next(m for m in common.FLUSH_MODES if m != common.FLUSH_MODE)
             row["ours_other_flush"] = dict(common.time_graph(
                 ours_fn(generated, sc, inp, hw_detected), reps=reps, flush_mode=other),
                 flush=other)
-        main = row["ours"].get(hw_detected) or {}
-        row["target_us"] = target
         row["target_policy"] = hw_detected
         row["policies"] = list(policies)
-        if target is not None and "median_us" in main:
-            row["target_pass"] = main["median_us"] <= target
+        # an fp8 row's time over the bf16 row of its shape (run earlier)
+        bf16_us = targets.decode_time(by_key.get(sc.key[:4] + ("bf16",)) or {})
+        if sc.cache != "bf16" and bf16_us and "median_us" in main:
+            row["vs_bf16"] = main["median_us"] / bf16_us
         del inp, outs
         common.free_memory()
         results.append(row)
+        by_key[sc.key] = row
         o = row["ours"]
         msg = " ".join(f"{hw}={common.fmt_us(o[hw].get('median_us'))}" for hw in policies
                        if hw in o)
@@ -346,20 +360,13 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
                    f"floor={common.fmt_us(row['floor_us'])} µs"
                    + (f" match={row.get('match_rows')}/{row.get('rows')}" if 'rows' in row else "")
                    + ("" if row["policies_agree"] in (None, True) else " POLICIES DISAGREE")
+                   + (f" fp8/bf16={row['vs_bf16']:.2f}" if "vs_bf16" in row else "")
                    + f" ({time.time() - t0:.1f}s)")
     return results
 
 
 # ---------------------------------------------------------------------------------------------
 # router GEMM
-
-
-def router_target(m, floor_us):
-    if m <= 8:
-        return 1.3 * floor_us + 0.5
-    if m == 32:
-        return 2.0 * floor_us + 1.0
-    return None
 
 
 def run_router(args, generated, device, bw, empty_us, reps):
@@ -426,10 +433,6 @@ def run_router(args, generated, device, bw, empty_us, reps):
                     row["max_abs_err"] = float((got - want).abs().max())
                 if "median_us" in row["ours"]:
                     row["ours_minus_empty_us"] = row["ours"]["median_us"] - empty_us
-                tgt = None if args.smoke else router_target(m, row["floor_us"])
-                row["target_us"] = tgt
-                if tgt is not None and "ours_minus_empty_us" in row:
-                    row["target_pass"] = row["ours_minus_empty_us"] <= tgt
                 results.append(row)
                 common.say(f"   ({K},{N}) M={m:<2d} {row['x_dtype']:8s} "
                            f"ours={common.fmt_us(row['ours'].get('median_us'))} "
@@ -481,22 +484,17 @@ def main(argv=None):
             report["errors"].append(f"router: {type(e).__name__}: {e}")
         common.write_json(json_path, report)
     if not args.skip_decode:
-        if not hasattr(generated, "index_decode") or not hasattr(generated,
-                                                                  "explain_index_decode"):
-            msg = ("decode: generated.index_decode / explain_index_decode not found — the "
-                   "decode indexer is not in generated/ yet (run `codegen regenerate`)")
-            common.say("ERROR " + msg)
-            report["errors"].append(msg)
-        else:
-            try:
-                report["decode"] = run_decode(args, generated, device, bw, reps, hw)
-            except Exception as e:  # noqa: BLE001
-                traceback.print_exc()
-                report["errors"].append(f"decode: {type(e).__name__}: {e}")
+        try:
+            report["decode"] = run_decode(args, generated, device, bw, reps, hw)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            report["errors"].append(f"decode: {type(e).__name__}: {e}")
+    if not args.smoke:  # interpreter timings judge nothing
+        targets.attach(report)
     report["wall_s"] = time.time() - t_start
     png = os.path.join(args.out, "bench.png")
     try:
-        report["plot"] = png if plot(report, png, DECODE_TARGETS) else None
+        report["plot"] = png if plot(report, png) else None
     except Exception as e:  # noqa: BLE001
         traceback.print_exc()
         report["errors"].append(f"plot: {type(e).__name__}: {e}")

@@ -1,9 +1,28 @@
-"""tools/bench.py's report: the printed tables with PASS/FAIL per target, and the plot."""
+"""tools/bench.py's report: the tables with PASS/FAIL per target (tools/targets.py), the plot,
+and the spread of several runs.
+
+    python3 tools/bench_report.py RUN/bench.json       # that run's tables, as bench.py prints them
+    python3 tools/bench_report.py RUN1/bench.json RUN2/bench.json ...
+        # per row: each run's median µs, min, max and spread = (max - min) / min; each target
+        # judged on the worst run, and how many runs pass it
+
+It reads bench.json and the condensed results of record (docs/results/*_bench*.json).
+"""
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import re
 
 import common  # tools/common.py
+import targets  # tools/targets.py
+
+# a result of record names its rows "R16 128k mix Q4" (bench.json pads the fields)
+RECORD_NAME = re.compile(r"R(\d+) (\d+)k( mix)? Q(\d+)$")
+RECORD_CACHE_BYTES_PER_TOKEN = 128 * 2  # the bench's shape: head_dim 128, bf16 cache
+ISSUES = {targets.ISSUE15: "vLLM's path measured side by side on one H200",
+          targets.ISSUE5: "older, still open"}
 
 
 def _ratio(x):
@@ -22,53 +41,184 @@ def loads_line(report):
         f"{h}: {common.fmt_us(t.get('median_us'))}" for h, t in loads.items()) + " µs"
 
 
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def load_run(path):
+    """A bench.json or a condensed result of record, in bench.json's shape, each row with its
+    target verdicts judged again (the targets may have changed since the run)."""
+    with open(path, encoding="utf-8") as f:
+        report = json.load(f)
+    for row in report.get("decode") or []:
+        if "us" in row:  # a result of record: the µs per policy, the device's own first
+            R, ctx, mixed, Q = RECORD_NAME.match(" ".join(row["name"].split())).groups()
+            R, ctx, Q = int(R), int(ctx) * 1024, int(Q)
+            row.update(R=R, ctx=ctx, Q=Q, mixed=bool(mixed), cache="bf16",
+                       ours={hw: {"median_us": t} for hw, t in row["us"].items()},
+                       target_policy=next(iter(row["us"])), policies=list(row["us"]),
+                       torch={"median_us": row.get("torch_us")},
+                       cache_bytes=R * ctx * RECORD_CACHE_BYTES_PER_TOKEN)
+    for row in report.get("router") or []:
+        if "ours_us" in row:
+            row.update(x_dtype=row["x"], ours={"median_us": row["ours_us"]},
+                       linear={"median_us": row.get("linear_us")})
+    if "empty_kernel_us" in report:
+        report["empty_kernel"] = {"median_us": report["empty_kernel_us"]}
+    if report.get("mode") != "smoke":
+        targets.attach(report)
+    return report
+
+
+def row_label(kind, row):
+    if kind == "decode":
+        return " ".join(row["name"].split())
+    return f"({row['K']},{row['N']}) M{row['M']} {row['x_dtype']}"
+
+
+def rows_by_label(reports, kind):
+    """{label: [the row in each run, None where a run lacks it]}, in the order first seen."""
+    out = {}
+    for i, report in enumerate(reports):
+        for row in report.get(kind) or []:
+            out.setdefault(row_label(kind, row), [None] * len(reports))[i] = row
+    return out
+
+
+def router_time(row):
+    return (row.get("ours") or {}).get("median_us")
+
+
+# ---------------------------------------------------------------------------------------------
+# target verdicts
+
+
+def fmt_value(x, unit):
+    if x is None:
+        return "-"
+    return common.fmt_us(x) if unit == "µs" else f"{x:.2f}"
+
+
+def worst(verdicts):
+    """The worst run's verdict on one target (a missing value counts as the worst), with how
+    many runs pass."""
+    def badness(v):
+        if v["value"] is None:
+            return math.inf
+        return v["value"] if v["op"] == targets.LE else -v["value"]
+
+    return {**max(verdicts, key=badness), "runs": len(verdicts),
+            "runs_pass": sum(v["pass"] for v in verdicts)}
+
+
+def judged(reports):
+    """[(kind, label, worst verdict, rows)] for every target of every row of the runs."""
+    out = []
+    for kind in ("decode", "router"):
+        for label, rows in rows_by_label(reports, kind).items():
+            per_target = {}
+            for row in rows:
+                for v in (row or {}).get("targets") or []:
+                    per_target.setdefault((v["issue"], v["what"]), []).append(v)
+            out.extend((kind, label, worst(vs), rows) for vs in per_target.values())
+    return out
+
+
+def verdict_text(v, n_runs):
+    runs = f" ({v['runs_pass']}/{v['runs']} runs pass)" if n_runs > 1 else ""
+    return (f"{fmt_value(v['value'], v['unit']):>7} {v['unit']:<4} {v['op']} "
+            f"{fmt_value(v['limit'], v['unit']):<6} {pf(v['pass'])}{runs}")
+
+
+def decode_line(issue, label, v, rows):
+    # one run: the same call after the other L2 flush too, where bench.py timed it
+    alt = (rows[0].get("ours_other_flush") or {}) if len(rows) == 1 else {}
+    return (f"  {issue:<9}decode {label:<17} {v['what']:<14}{verdict_text(v, len(rows))}"
+            + (f"  ({alt['flush']} flush: {common.fmt_us(alt['median_us'])} µs)"
+               if alt.get("median_us") is not None else ""))
+
+
+def router_line(issue, what, group):
+    """The router rows of one target in one line: how many pass, the first failures."""
+    bad = [(label, v) for label, v in group if not v["pass"]]
+    failures = ", ".join(f"{label} {fmt_value(v['value'], v['unit'])}>"
+                         f"{fmt_value(v['limit'], v['unit'])}" for label, v in bad[:8])
+    return (f"  {issue:<9}router {what}: {len(group) - len(bad)}/{len(group)} PASS"
+            + (f"; FAIL: {failures}" + (" …" if len(bad) > 8 else "") if bad else ""))
+
+
+def target_lines(reports):
+    """The verdict lines, issue 15's first, and the pass/fail counts per issue."""
+    found = judged(reports)
+    lines = ["targets (tools/targets.py; " + "; ".join(f"{k}: {v}" for k, v in ISSUES.items())
+             + ")" + (f", judged on the worst of {len(reports)} runs:" if len(reports) > 1
+                      else ":")]
+    counts = []
+    for issue in ISSUES:
+        mine = [j for j in found if j[2]["issue"] == issue]
+        lines += [decode_line(issue, label, v, rows) for kind, label, v, rows in mine
+                  if kind == "decode"]
+        router = {}  # what -> [(label, verdict)]
+        for kind, label, v, _ in mine:
+            if kind == "router":
+                router.setdefault(v["what"], []).append((label, v))
+        lines += [router_line(issue, what, group) for what, group in router.items()]
+        n_pass = sum(j[2]["pass"] for j in mine)
+        counts.append(f"{issue}: {n_pass} PASS, {len(mine) - n_pass} FAIL")
+    return lines, " | ".join(counts)
+
+
+# ---------------------------------------------------------------------------------------------
+# one run
+
+
 def print_tables(report):
     lines = []
-    env = report["env"]
+    env = report.get("env") or {}
     lines.append(f"device {env.get('device')} | torch {env.get('torch')} | triton "
                  f"{env.get('triton')} | {env.get('date')} | dispatch target "
                  f"{report.get('hardware_detected')}")
-    lines.append(f"copy BW {report['copy_bw']['tb_per_s']:.2f} TB/s (read+write) | empty kernel "
-                 f"{common.fmt_us(report['empty_kernel']['median_us'])} µs | times: median µs, "
-                 f"graph replay, L2 flushed ({common.FLUSH_MODE})")
+    copy_bw = (report.get("copy_bw") or {}).get("tb_per_s")
+    empty = (report.get("empty_kernel") or {}).get("median_us")
+    lines.append(f"copy BW {'-' if copy_bw is None else f'{copy_bw:.2f}'} TB/s (read+write) | "
+                 f"empty kernel {common.fmt_us(empty)} µs | times: median µs, graph replay, "
+                 f"L2 flushed ({env.get('l2_flush')})")
     if report.get("dependent_loads"):
         lines.append(f"latency: {loads_line(report)} (one warp, cold memory, then one store)")
     router = report.get("router") or []
     if router:
         lines.append("")
-        lines.append("router GEMM: µs; target on ours-empty: ≤ 1.3·floor+0.5 (M ≤ 8), "
-                     "≤ 2·floor+1 (M = 32)")
+        lines.append("router GEMM: µs; vLLM: its CUDA kernel's time, the issue-15 limit on ours")
         lines.append("  (w-read: reading the weight alone, best of 1-16 programs per row, minus "
                      "the empty kernel: what a one-pass kernel cannot go below)")
         lines.append(f"{'shape':<12}{'M':>3} {'x':<5}{'ours':>7}{'linear':>8}{'floor':>7}"
-                     f"{'w-read':>7}{'ours-empty':>11}{'target':>8}")
+                     f"{'w-read':>7}{'ours-empty':>11}{'vLLM':>7}")
         for r in router:
+            vllm = next((v for v in r.get("targets") or [] if v["issue"] == targets.ISSUE15), {})
             lines.append(f"({r['K']},{r['N']})".ljust(12)
                          + f"{r['M']:>3} {r['x_dtype']:<5}"
-                         f"{common.fmt_us(r['ours'].get('median_us')):>7}"
-                         f"{common.fmt_us(r.get('linear', {}).get('median_us')):>8}"
-                         f"{common.fmt_us(r['floor_us']):>7}"
+                         f"{common.fmt_us(router_time(r)):>7}"
+                         f"{common.fmt_us((r.get('linear') or {}).get('median_us')):>8}"
+                         f"{common.fmt_us(r.get('floor_us')):>7}"
                          f"{common.fmt_us(r.get('w_read_minus_empty_us')):>7}"
                          f"{common.fmt_us(r.get('ours_minus_empty_us')):>11}"
-                         f"{common.fmt_us(r.get('target_us')):>8} {pf(r.get('target_pass'))}")
+                         f"{common.fmt_us(vllm.get('limit')):>7} {pf(vllm.get('pass'))}")
     decode = report.get("decode") or []
     if decode:
         tp = decode[0]["target_policy"]
         policies = decode[0]["policies"]
         lines.append("")
         lines.append(f"decode indexer end to end (scores + top-16 + page-16 table), H=1 D=128: µs;"
-                     f" x_flr, TB/s for {tp}")
-        lines.append(f"{'scenario':<18}" + "".join(f"{hw:>8}" for hw in policies)
-                     + f"{'torch':>8}{'floor':>7}{'x_flr':>6}{'TB/s':>6}  target")
+                     f" x_flr, TB/s for {tp}; fp8 rows run {tp} only")
+        lines.append(f"{'scenario':<20}" + "".join(f"{hw:>8}" for hw in policies)
+                     + f"{'torch':>8}{'floor':>7}{'x_flr':>6}{'TB/s':>6}  notes")
         for r in decode:
             o = r["ours"]
             cells = "".join(f"{common.fmt_us(o.get(hw, {}).get('median_us')):>8}"
                             for hw in policies)
             main = o.get(tp, {})
-            t = r["torch"].get("median_us")
-            extra = ""
-            if r.get("target_us") is not None:
-                extra = f"  ≤{r['target_us']:g} {pf(r.get('target_pass'))}"
+            ref = r.get("torch") or {}
+            extra = f"  fp8/bf16 {r['vs_bf16']:.2f}" if r.get("vs_bf16") is not None else ""
             if r.get("policies_agree") is False:
                 extra += " DISAGREE"
             if "rows" in r and r["match_rows"] != r["rows"]:
@@ -76,46 +226,85 @@ def print_tables(report):
             if any(v.get("graph") is False for v in o.values()) and report.get("mode") != "smoke":
                 extra += " (eager timing)"
             xf, tb = main.get("x_floor"), main.get("tb_per_s")
-            lines.append(f"{r['name']:<18}{cells}"
-                         f"{common.fmt_us(t) if t is not None else 'skip':>8}"
-                         f"{common.fmt_us(r['floor_us']):>7}"
+            lines.append(f"{r['name']:<20}{cells}"
+                         f"{'skip' if 'skipped' in ref else common.fmt_us(ref.get('median_us')):>8}"
+                         f"{common.fmt_us(r.get('floor_us')):>7}"
                          f"{_ratio(xf):>6}"
                          f"{'-' if tb is None else f'{tb:.2f}':>6}{extra}")
     lines.append("")
-    lines.append("targets:" + (" not evaluated in --smoke (CPU interpreter timings)"
-                               if report.get("mode") == "smoke" else ""))
-    n_pass = n_fail = 0
-    for r in decode:
-        if r.get("target_us") is not None:
-            flag = r.get("target_pass")
-            n_pass += flag is True
-            n_fail += flag is not True
-            got = r["ours"].get(r.get("target_policy"), {}).get("median_us")
-            alt = r.get("ours_other_flush") or {}
-            lines.append(f"  decode {r['name']:<16s} {common.fmt_us(got):>7} µs ≤ "
-                         f"{r['target_us']:g}  {pf(flag)}"
-                         + (f"  ({alt['flush']} flush: {common.fmt_us(alt['median_us'])} µs)"
-                            if alt.get("median_us") is not None else ""))
-    rp = [r for r in router if r.get("target_us") is not None]
-    if rp:
-        ok = [r for r in rp if r.get("target_pass") is True]
-        bad = [r for r in rp if r.get("target_pass") is not True]
-        n_pass += len(ok)
-        n_fail += len(bad)
-        lines.append(f"  router (ours-empty ≤ 1.3·floor+0.5 for M≤8, ≤ 2·floor+1 at M=32): "
-                     f"{len(ok)}/{len(rp)} PASS"
-                     + ("" if not bad else "; FAIL: " + ", ".join(
-                         f"({r['K']},{r['N']}) M{r['M']} {r['x_dtype']}" for r in bad[:8])
-                        + (" …" if len(bad) > 8 else "")))
+    if report.get("mode") == "smoke":
+        lines.append("targets: not judged in --smoke (CPU interpreter timings)")
+        counts = "no targets judged"
+    else:
+        verdicts, counts = target_lines([report])
+        lines.extend(verdicts)
     for err in report.get("errors", []):
         lines.append(f"  ERROR {err}")
-    lines.append(f"TARGETS: {n_pass} PASS, {n_fail} FAIL | wall {report['wall_s']:.0f} s | "
-                 f"{report['out']}")
+    wall = report.get("wall_s")
+    lines.append(f"TARGETS {counts}" + ("" if wall is None else f" | wall {wall:.0f} s")
+                 + (f" | {report['out']}" if report.get("out") else ""))
     print("\n".join(lines), flush=True)
-    return n_fail
 
 
-def plot(report, path, targets: dict):
+# ---------------------------------------------------------------------------------------------
+# several runs
+
+
+def spread_lines(reports, kind, time_of, title):
+    """Per row: each run's median µs, min, max and spread (where two runs or more have it)."""
+    lines = ["", title, f"{'':<22}" + "".join(f"{f'#{i + 1}':>8}" for i in range(len(reports)))
+             + f"{'min':>8}{'max':>8}{'spread':>8}"]
+    widest = (-1.0, None)
+    for label, rows in rows_by_label(reports, kind).items():
+        times = [None if row is None else time_of(row) for row in rows]
+        got = [t for t in times if t is not None]
+        tail = ""
+        if len(got) > 1:
+            lo, hi = min(got), max(got)
+            spread = (hi - lo) / lo * 100
+            widest = max(widest, (spread, label))
+            tail = f"{common.fmt_us(lo):>8}{common.fmt_us(hi):>8}{spread:>7.1f}%"
+        lines.append(f"{label:<22}" + "".join(f"{common.fmt_us(t):>8}" for t in times) + tail)
+    if widest[1] is not None:
+        lines.append(f"largest spread: {widest[0]:.1f} % ({widest[1]})")
+    return lines
+
+
+def print_spread(reports, paths):
+    lines = ["runs (median µs of each; spread = (max - min) / min):"]
+    for i, (report, path) in enumerate(zip(reports, paths)):
+        env = report.get("env") or {}
+        lines.append(f"  #{i + 1} {path}: {env.get('device')}, {env.get('date')}, "
+                     f"{report.get('mode') or report.get('source', '-')}")
+    policies = sorted({r["target_policy"] for rep in reports for r in rep.get("decode") or []})
+    if any(rep.get("decode") for rep in reports):
+        lines += spread_lines(reports, "decode", targets.decode_time,
+                              f"decode indexer end to end, µs under each run's own tables "
+                              f"({', '.join(policies)})")
+    if any(rep.get("router") for rep in reports):
+        lines += spread_lines(reports, "router", router_time, "router GEMM, µs")
+    lines.append("")
+    verdicts, counts = target_lines(reports)
+    lines += verdicts
+    lines.append(f"TARGETS (worst run) {counts}")
+    print("\n".join(lines), flush=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+", metavar="bench.json",
+                   help="one run: its tables; several: the spread and worst-run verdicts")
+    args = p.parse_args(argv)
+    reports = [load_run(path) for path in args.runs]
+    if len(reports) == 1:
+        print_tables(reports[0])
+    else:
+        print_spread(reports, args.runs)
+
+
+def plot(report, path):
+    """Decode time against context per request count, bf16 cache (the fp8 rows are in the
+    table), with the bandwidth floor and the µs limits of tools/targets.py."""
     try:
         import matplotlib
 
@@ -124,7 +313,7 @@ def plot(report, path, targets: dict):
     except ImportError:
         common.say("plot skipped: matplotlib is not installed here")
         return False
-    decode = [r for r in report.get("decode") or [] if r["ours"]]
+    decode = [r for r in report.get("decode") or [] if r["ours"] and r["cache"] == "bf16"]
     if not decode:
         common.say("plot skipped: no decode results")
         return False
@@ -152,7 +341,8 @@ def plot(report, path, targets: dict):
                 if t is not None:
                     ax.plot([r["ctx"]], [t], "*", color=color, markersize=12)
                     ax.plot([r["ctx"]], [r["floor_us"]], "x", color=color)
-        tgt = [(k[1], v) for k, v in targets.items() if k[2] == q]
+        tgt = [(r["ctx"], v["limit"]) for r in decode if r["Q"] == q
+               for v in r.get("targets") or [] if v["unit"] == "µs"]
         if tgt:
             ax.plot([c for c, _ in tgt], [v for _, v in tgt], "v", color="red",
                     markerfacecolor="none", markersize=9, label="target (see table)")
@@ -170,3 +360,7 @@ def plot(report, path, targets: dict):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+if __name__ == "__main__":
+    main()

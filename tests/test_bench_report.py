@@ -1,0 +1,136 @@
+"""The benchmark's targets (tools/targets.py) and report (tools/bench_report.py) on small
+synthetic bench.json files: the spread of several runs, the verdicts judged on the worst run,
+and the targets naming rows the bench really runs."""
+import json
+import os
+import sys
+
+import pytest
+
+import generated
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import bench  # noqa: E402
+import bench_report  # noqa: E402
+import targets  # noqa: E402
+
+K128 = 131072
+
+
+def _decode(R, ctx, Q, us, cache="bf16", vs_bf16=None):
+    sc = bench.Scenario(R, ctx, Q, cache=cache)
+    row = {"name": sc.name.strip(), "R": R, "ctx": ctx, "Q": Q, "mixed": False, "cache": cache,
+           "ours": {"sm_90": {"median_us": us}}, "target_policy": "sm_90",
+           "policies": ["sm_90"], "torch": {"median_us": None}, "floor_us": 1.0,
+           "cache_bytes": sc.floor_bytes()[1]}
+    if vs_bf16 is not None:
+        row["vs_bf16"] = vs_bf16
+    return row
+
+
+def _router(K, N, M, us):
+    return {"K": K, "N": N, "M": M, "x_dtype": "bf16", "ours": {"median_us": us},
+            "linear": {"median_us": 2 * us}, "floor_us": us / 2, "ours_minus_empty_us": us - 3}
+
+
+def _write(tmp_path, name, decode, router):
+    report = {"env": {"device": "NVIDIA H200", "date": name}, "mode": "full", "errors": [],
+              "decode": decode, "router": router}
+    targets.attach(report)  # as bench.py does
+    path = tmp_path / name / "bench.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(report))
+    return str(path)
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    """Run 1 passes where run 2 fails, except the small-context row (both pass) and the
+    128k cache read (both fail)."""
+    return [_write(tmp_path, name, [
+        _decode(32, K128, 1, r32), _decode(1, 8192, 4, r1),
+        _decode(4, 32768, 4, 20.0), _decode(4, 32768, 4, 20.0 * fp8, "fp8e4m3", fp8)],
+        [_router(3072, 256, 1, router)])
+        for name, r32, r1, fp8, router in (("run1", 260.0, 5.5, 0.55, 5.5),
+                                           ("run2", 275.0, 5.9, 0.62, 5.9))]
+
+
+def _verdicts(reports):
+    return {(label, v["what"]): v for _, label, v, _ in bench_report.judged(reports)}
+
+
+def test_several_runs_are_judged_on_the_worst(two_runs):
+    got = _verdicts([bench_report.load_run(p) for p in two_runs])
+    vllm = got[("R32 128k Q1", "≤ vLLM")]
+    assert (vllm["value"], vllm["limit"], vllm["pass"], vllm["runs_pass"]) == (275.0, 268.4,
+                                                                                False, 1)
+    rate = got[("R32 128k Q1", "cache read")]  # a "≥" target: the slowest run is the worst
+    assert rate["value"] == pytest.approx(32 * K128 * 128 * 2 / 275e-6 / 1e12)
+    assert (rate["pass"], rate["runs_pass"], rate["runs"]) == (False, 0, 2)
+    small = got[("R1 8k Q4", "small context")]
+    assert (small["value"], small["pass"], small["runs_pass"]) == (5.9, True, 2)
+    fp8 = got[("R4 32k Q4 fp8", "fp8/bf16")]
+    assert (fp8["value"], fp8["limit"], fp8["pass"], fp8["runs_pass"]) == (0.62, 0.6, False, 1)
+    router = got[("(3072,256) M1 bf16", "≤ vLLM")]
+    assert (router["value"], router["limit"], router["pass"]) == (5.9, 5.73, False)
+    assert ("R4 32k Q4", "small context") in got and ("R4 32k Q4", "≤ vLLM") not in got
+
+
+def test_a_run_without_the_time_fails_the_target(two_runs, tmp_path):
+    broken = _write(tmp_path, "broken", [_decode(1, 8192, 4, None)], [])
+    got = _verdicts([bench_report.load_run(p) for p in two_runs + [broken]])
+    small = got[("R1 8k Q4", "small context")]
+    assert (small["value"], small["pass"], small["runs_pass"], small["runs"]) == (None, False,
+                                                                                   2, 3)
+
+
+def test_report_prints_the_spread_and_the_verdicts(two_runs, capsys):
+    bench_report.main(two_runs)
+    out = capsys.readouterr().out
+    lines = {line.split("  ")[0]: " ".join(line.split()) for line in out.splitlines()}
+    assert lines["R32 128k Q1"] == "R32 128k Q1 260.0 275.0 260.0 275.0 5.8%"
+    assert lines["(3072,256) M1 bf16"] == "(3072,256) M1 bf16 5.50 5.90 5.50 5.90 7.3%"
+    assert "largest spread: 7.3 % ((3072,256) M1 bf16)" in out
+    assert ("issue 15 decode R32 128k Q1 ≤ vLLM 275.0 µs ≤ 268.4 FAIL (1/2 runs pass)"
+            in " ".join(out.split()))
+    assert "router ≤ vLLM: 0/1 PASS; FAIL: (3072,256) M1 bf16 5.90>5.73" in out
+    assert out.rstrip().endswith("TARGETS (worst run) issue 15: 1 PASS, 5 FAIL | "
+                                 "issue 5: 1 PASS, 0 FAIL")
+
+
+def test_one_run_prints_its_tables(two_runs, capsys):
+    bench_report.main(two_runs[:1])
+    out = capsys.readouterr().out
+    assert "decode indexer end to end" in out and "fp8/bf16 0.55" in out
+    assert "#1" not in out  # no spread table for one run
+    assert "TARGETS issue 15: 4 PASS, 2 FAIL | issue 5: 1 PASS, 0 FAIL" in out
+
+
+def test_results_of_record_are_judged_too():
+    report = bench_report.load_run(os.path.join(ROOT, "docs", "results",
+                                                "2026-12-01_h200_bench_quick.json"))
+    got = _verdicts([report])
+    assert got[("R64 128k Q1", "≤ vLLM")]["value"] == 473.5
+    assert got[("R64 128k Q1", "cache read")]["pass"] is True
+    assert got[("(3072,256) M1 bf16", "≤ vLLM")]["value"] == 5.7
+
+
+def test_every_target_names_a_row_the_bench_runs():
+    full = {sc.key: sc for sc in bench.decode_scenarios(quick=False, smoke=False)}
+    quick = {sc.key for sc in bench.decode_scenarios(quick=True, smoke=False)}
+    for table in (targets.VLLM_DECODE_US, targets.SMALL_CONTEXT_US, targets.ISSUE5_DECODE_US):
+        for R, ctx, Q in table:
+            assert (R, ctx, Q, False, "bf16") in full and (R, ctx, Q, False, "bf16") in quick
+    assert any(targets.is_large_batch(sc.R, sc.ctx) for sc in full.values())
+    for keys in (full, quick):
+        fp8 = [k for k in keys if k[4] != "bf16"]
+        assert fp8 and all(k[:4] + ("bf16",) in keys for k in fp8), "an fp8 row without its pair"
+    limits = {targets.fp8_ratio_limit(k[1]) for k in full if k[4] != "bf16"}
+    assert limits == {limit for _, limit in targets.FP8_RATIO}
+    ms = bench.router_token_counts(generated.moe_router.MAX_TOKENS)
+    for shape, times in targets.VLLM_ROUTER_US.items():
+        assert shape in generated.ROUTER_GEMM_SHAPES
+        assert generated.ROUTER_GEMM_LIMITS[shape][1] >= max(targets.ROUTER_MS)
+        assert len(times) == len(targets.ROUTER_MS) and list(times) == sorted(times)
+    assert set(targets.ROUTER_MS) <= set(ms)
