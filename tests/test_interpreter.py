@@ -64,3 +64,24 @@ def test_fixes_are_off_without_the_interpreter(monkeypatch):
 
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     assert _interpreter.install() is False
+
+
+def test_remembered_numpy_dtypes_are_the_interpreters_own():
+    """Fix 6 only remembers answers: for every Triton dtype, block of it and pointer, the same
+    NumPy dtype as the interpreter's own function."""
+    import triton.language as tl
+    from triton.runtime import interpreter as itp
+
+    from generated import _interpreter
+
+    _interpreter._remember_np_dtypes(itp, tl)
+    fast = itp._get_np_dtype
+    original = fast.original
+    scalars = [tl.int1, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32, tl.uint32, tl.int64,
+               tl.uint64, tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.float8e4nv,
+               tl.float8e5]
+    cases = scalars + [tl.block_type(t, [4, 2]) for t in scalars] + [
+        tl.pointer_type(tl.float32), tl.block_type(tl.pointer_type(tl.bfloat16), [8])]
+    for _ in range(2):  # the second round answers from memory
+        for t in cases:
+            assert fast(t) == original(t), t
