@@ -569,3 +569,9 @@ def test_command_line():
         cli.parse_args(["measure", "--out", "x.json", "--sections", "scorer"])
     args = cli.parse_args(["choose", "a.json", "b.json", "--write"])
     assert args.runs == ["a.json", "b.json"] and args.write
+    args = cli.parse_args(["measure", "--out", "x.json", "--inputs",
+                           "q_dtype=fp32, cache_dtype=fp32,head_dim=64"])
+    assert args.inputs == {"q_dtype": "fp32", "cache_dtype": "fp32", "head_dim": 64}
+    for bad in ("dtype=fp32", "q_dtype", "q_dtype=fp32,colour=red"):
+        with pytest.raises(SystemExit):
+            cli.parse_args(["measure", "--out", "x.json", "--inputs", bad])
