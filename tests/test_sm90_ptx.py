@@ -28,5 +28,7 @@ def test_sm90_instructions_follow_their_switches():
     # the router's per-expert kernel loads x and w with the same elements per thread: a bf16 x
     # adds no per-K-step layout conversion of w through shared memory (two barriers per step
     # before; 28 instead of 4 on this row) over an fp32 x
-    barriers = facts["router_barriers"]
-    assert 0 < barriers["bf16"] <= barriers["fp32"], barriers
+    bf16, fp32 = facts["router_bf16"], facts["router_fp32"]
+    assert 0 < bf16["ptx_barriers"] <= fp32["ptx_barriers"], (bf16, fp32)
+    assert 0 < bf16["sass_barriers"] <= fp32["sass_barriers"], (bf16, fp32)
+    assert bf16["registers"] > 0 and bf16["spilled"] == fp32["spilled"] == 0, (bf16, fp32)

@@ -39,7 +39,8 @@ def test_bench_smoke_runs_every_section(tmp_path):
     assert fp8 and all(row["vs_bf16"] > 0 for row in fp8)
 
 
-@pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "explore_state.py"])
+@pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "explore_state.py",
+                                  "sm90_code.py"])
 def test_device_tools_parse_their_command_line(tool):
     run = _run([os.path.join("tools", tool), "--help"], timeout=120)
     assert run.returncode == 0 and "usage:" in run.stdout, run.stderr[-2000:]

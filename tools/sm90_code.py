@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""What a generated kernel compiles to for sm_90, on any machine (no GPU: Triton's bundled
+ptxas and nvdisasm): registers, spills and the SASS instructions by kind, per thread.
+
+    python3 tools/sm90_code.py router --shape 6144x256 --block-m 4 --block-k 512 --warps 4 --x bf16
+    python3 tools/sm90_code.py scorer --q bf16 --cache fp8e4m3 --block-q 4 --warps 4 --stages 3
+
+Arguments are specialized the way the JIT specializes contiguous, 16-byte aligned tensors:
+aligned pointers, unit strides as constants, the other strides divisible by 16. Reading the
+counts: `BAR.SYNC` per K step means a layout conversion through shared memory, `LDL`/`STL`
+are register spills, `LDG.E.128` are 16-byte loads. Device time is scarce; this is free.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (tools/common.py)
+
+# the dispatch tables' dtype names -> Triton pointer types
+POINTER = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32", "fp8e4m3": "*fp8e4nv"}
+
+
+def compile_kernel(kernel, pointer_types: dict, constexprs: dict, *, aligned=True,
+                   div16=(), **options):
+    """``kernel`` compiled for sm_90. Pointer arguments default to ``*i32`` and integer ones to
+    ``i32``; ``aligned``: every pointer 16-byte aligned; ``div16``: integer arguments known to
+    be multiples of 16 (as the JIT specializes them)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    names = kernel.arg_names
+    signature = {n: ("constexpr" if n in constexprs else
+                     pointer_types.get(n, "*i32") if n.endswith("_ptr") else "i32")
+                 for n in names}
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names
+             if (aligned and signature[n].startswith("*")) or n in div16}
+    src = ASTSource(fn=kernel, signature=signature, attrs=attrs,
+                    constexprs={(names.index(n),): v for n, v in constexprs.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def facts(compiled) -> dict:
+    """{"registers", "spill_stores", "spill_loads" (bytes), "ops": {SASS opcode: count}}."""
+    import triton
+
+    tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    ptxas = subprocess.run([os.path.join(tools, "ptxas"), "-arch=sm_90a", "-v", "-o",
+                            os.devnull, "-"], input=compiled.asm["ptx"], capture_output=True,
+                           text=True, check=True).stderr
+
+    def number(pattern):
+        found = re.search(pattern, ptxas)
+        return int(found.group(1)) if found else 0
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([os.path.join(tools, "nvdisasm"), "-c", f.name],
+                              capture_output=True, text=True, check=True).stdout
+    ops = collections.Counter(m.group(1) for m in re.finditer(
+        r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass, re.M))
+    return {"registers": number(r"Used (\d+) registers"),
+            "spill_stores": number(r"(\d+) bytes spill stores"),
+            "spill_loads": number(r"(\d+) bytes spill loads"), "ops": dict(ops)}
+
+
+def router(shape=(6144, 256), block_m=4, block_k=512, warps=4, x="bf16", w="fp32"):
+    """The router's per-expert kernel at one launch row."""
+    from generated import moe_router
+
+    K, N = shape
+    return compile_kernel(moe_router._router_gemm_kernel,
+                          {"x_ptr": POINTER[x], "w_ptr": POINTER[w], "out_ptr": "*fp32"},
+                          dict(HIDDEN_SIZE=K, NUM_EXPERTS=N, BLOCK_M=block_m, BLOCK_K=block_k),
+                          num_warps=warps, num_stages=1)
+
+
+def scorer(q="bf16", cache="bf16", head_dim=128, heads=1, block_q=1, warps=4, stages=2,
+           static_chunks=False):
+    """The split-K scorer on contiguous inputs."""
+    from generated import index_score
+
+    lanes = max(16, block_q * heads)  # what the launcher passes (tl.dot needs 16 rows)
+    return compile_kernel(
+        index_score._score_split_kernel,
+        {"idx_q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "scores_ptr": "*fp32"},
+        dict(H=heads, D=head_dim, BLOCK_SIZE_Q=block_q, LANES=lanes,
+             STATIC_CHUNKS=static_chunks, LAUNCH_DEPENDENTS=False, stride_sl=1, stride_qd=1,
+             stride_kd=1, stride_sb=1),
+        div16=("stride_qt", "stride_qh", "stride_kp", "stride_kt", "stride_sh", "stride_st"),
+        num_warps=warps, num_stages=stages)
+
+
+def summary(name: str, f: dict) -> str:
+    ops = f["ops"]
+    shown = sorted(k for k in ops if k.split(".")[0] in (
+        "LDG", "STG", "LDS", "STS", "LDSM", "LDGSTS", "BAR", "LDL", "STL", "FFMA", "HMMA",
+        "HGMMA", "F2F", "F2FP", "SHFL", "PRMT"))
+    return (f"{name}: {sum(ops.values())} SASS instructions, {f['registers']} registers, "
+            f"spills {f['spill_stores']}/{f['spill_loads']} bytes stored/loaded\n  "
+            + ", ".join(f"{k} {ops[k]}" for k in shown))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="kernel", required=True)
+    r = sub.add_parser("router", help="per-expert router kernel")
+    r.add_argument("--shape", default="6144x256", help="KxN weight shape")
+    r.add_argument("--block-m", type=int, default=4)
+    r.add_argument("--block-k", type=int, default=512)
+    r.add_argument("--warps", type=int, default=4)
+    r.add_argument("--x", choices=("bf16", "fp32"), default="bf16")
+    r.add_argument("--w", choices=("bf16", "fp32"), default="fp32")
+    s = sub.add_parser("scorer", help="split-K decode scorer")
+    s.add_argument("--q", choices=("bf16", "fp16", "fp32"), default="bf16")
+    s.add_argument("--cache", choices=tuple(POINTER), default="bf16")
+    s.add_argument("--head-dim", type=int, default=128)
+    s.add_argument("--block-q", type=int, default=1, help="next_pow2(Qmax)")
+    s.add_argument("--warps", type=int, default=4)
+    s.add_argument("--stages", type=int, default=2)
+    args = p.parse_args(argv)
+    common.setup(False)
+    os.environ.pop("TRITON_INTERPRET", None)  # the interpreter replaces @triton.jit functions
+    if args.kernel == "router":
+        K, N = (int(v) for v in args.shape.split("x"))
+        compiled = router((K, N), args.block_m, args.block_k, args.warps, args.x, args.w)
+        name = (f"router {args.shape} x {args.x} w {args.w} block_m {args.block_m} block_k "
+                f"{args.block_k} warps {args.warps}")
+    else:
+        compiled = scorer(args.q, args.cache, args.head_dim, 1, args.block_q, args.warps,
+                          args.stages)
+        name = (f"scorer q {args.q} cache {args.cache} D {args.head_dim} block_q "
+                f"{args.block_q} warps {args.warps} stages {args.stages}")
+    print(summary(name, facts(compiled)))
+
+
+if __name__ == "__main__":
+    main()
