@@ -49,7 +49,8 @@ def main():
         kernel = router(x)
         sass = sass_facts(kernel)
         facts[f"router_{x}"] = {"ptx_barriers": kernel.asm["ptx"].count("bar.sync"),
-                                "sass_barriers": sass["ops"].get("BAR.SYNC.DEFER_BLOCKING", 0),
+                                "sass_barriers": sum(n for op, n in sass["ops"].items()
+                                                     if op.startswith("BAR")),
                                 "registers": sass["registers"],
                                 "spilled": sass["spill_stores"] + sass["spill_loads"]}
     print(json.dumps(facts))

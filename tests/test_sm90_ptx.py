@@ -25,8 +25,8 @@ def test_sm90_instructions_follow_their_switches():
                                           "griddepcontrol.launch_dependents": True,
                                           "prefetch.global.L2": False}
     assert not any(facts["scorer_plain"].values())
-    # the router's per-expert kernel loads x and w with the same elements per thread: a bf16 x
-    # adds no per-K-step layout conversion of w through shared memory (two barriers per step
+    # the router's per-expert kernel loads a bf16 x with fp32 w's elements per thread: it adds
+    # no per-K-step layout conversion of w through shared memory (two barriers per step
     # before; 28 instead of 4 on this row) over an fp32 x
     bf16, fp32 = facts["router_bf16"], facts["router_fp32"]
     assert 0 < bf16["ptx_barriers"] <= fp32["ptx_barriers"], (bf16, fp32)

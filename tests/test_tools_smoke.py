@@ -56,3 +56,16 @@ def test_gpu_check_refuses_an_unknown_tune_section(tmp_path):
                          cwd=ROOT, env={**os.environ, "OUT": str(tmp_path)}, capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 2 and "usage:" in run.stdout and "tune router|decode" in run.stdout
+
+
+def test_gpu_check_names_tune_runs_by_their_inputs(tmp_path):
+    """Runs of other decode inputs do not overwrite the default inputs' run files (the
+    measuring python replaced by `true`: only the names are checked)."""
+    run = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh"), "tune", "decode",
+                          "--inputs", "q_dtype=fp32,cache_dtype=fp32"], cwd=ROOT,
+                         env={**os.environ, "OUT": str(tmp_path), "PYTHON": "true"},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    logs = sorted(p.name for p in tmp_path.glob("tune_*.log"))
+    assert logs == ["tune_decode_q_dtype_fp32_cache_dtype_fp32_fresh.log",
+                    "tune_decode_q_dtype_fp32_cache_dtype_fp32_used.log"], logs

@@ -9,7 +9,8 @@
 #   bash tools/gpu_check.sh state       # why rows are slower in a used process (explore_state)
 #
 # `tune SECTION` writes $OUT/tune_<section>_fresh.json and $OUT/tune_<section>_used.json (the
-# used process first runs tools/bench.py's first 20 decode scenarios), each with its log. Each
+# used process first runs tools/bench.py's first 20 decode scenarios), each with its log;
+# with --inputs, tune_decode_<inputs>_*.json (choose each inputs' runs in their own call). Each
 # measurement stops timing after TUNE_BUDGET_S seconds (default 200; the compile warm-up and
 # the used workload come on top), so both fit one 10-minute call; split decode by context when
 # it does not (`tune decode --contexts 131072`). Fetch the files, do the same on a second
@@ -51,11 +52,19 @@ cat "$OUT/env.txt"
 
 if [ "$MODE" = tune ]; then
   tune_rc=0
+  # runs of other decode inputs get their own names (`choose` takes one inputs' runs at a time)
+  name=$SECTION
+  args=("$@")
+  for i in "${!args[@]}"; do
+    if [ "${args[$i]}" = --inputs ]; then
+      name="${SECTION}_$(printf '%s' "${args[$((i + 1))]:-}" | tr -c 'A-Za-z0-9_' '_')"
+    fi
+  done
   for state in fresh used; do
     echo "== tune $SECTION, $state process ($(date -u +%T))"
     $PY -m tools.tune measure --sections "$SECTION" --state "$state" \
-        --budget-s "${TUNE_BUDGET_S:-200}" --out "$OUT/tune_${SECTION}_${state}.json" "$@" \
-        2>&1 | tee "$OUT/tune_${SECTION}_${state}.log"
+        --budget-s "${TUNE_BUDGET_S:-200}" --out "$OUT/tune_${name}_${state}.json" "$@" \
+        2>&1 | tee "$OUT/tune_${name}_${state}.log"
     rc=$?
     [ "$rc" != 0 ] && tune_rc=$rc
   done

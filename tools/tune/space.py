@@ -330,7 +330,8 @@ class Space:
 
     # -- rows of the tables ----------------------------------------------------------------
     def point(self, table, bucket, hardware) -> tuple:
-        """The policy point at a bucket's lower corner (the fixed axes at the measured shape)."""
+        """The policy point at a bucket's lower corner (value axes as they are; topk the measured
+        one)."""
         values = {a: v if a in TABLES[table].values else v[0] for a, v in bucket.items()}
         values["hardware"] = hardware
         if table in ("index_score", "index_topk"):
