@@ -77,6 +77,7 @@ class Layout:
     axes: tuple
     choice: str
     values: dict = attrs.field(factory=dict)
+    open_ended: bool = True  # a group's last row is unbounded (False: it ends at a cap)
 
     @property
     def group(self) -> tuple:
@@ -92,7 +93,8 @@ class Layout:
 # inputs, so its rows do not.
 SCORE_INPUTS = ("q_dtype", "cache_dtype", "head_dim", "num_heads")
 TABLES = {
-    "router_gemm": Layout(("shape", "num_tokens"), "kernel", values={"shape": "pair"}),
+    "router_gemm": Layout(("shape", "num_tokens"), "kernel", values={"shape": "pair"},
+                          open_ended=False),  # a shape's rows end at its token cap
     "index_score": Layout(SCORE_INPUTS + ("max_q", "max_block", "num_reqs"), "variant",
                           values={"q_dtype": "name", "cache_dtype": "name", "head_dim": "count",
                                   "num_heads": "count"}),
@@ -350,14 +352,24 @@ def _check_row(f: _File, table: str, index: int, row, runs: dict) -> Row:
 
 def _check_tiling(f: _File, rows: list) -> None:
     """Within a group (the same values of every axis but the last), the rows' last-axis ranges
-    follow each other without gap or overlap."""
+    start at 1 and follow each other without gap or overlap, the last one unbounded where the
+    table's layout is open-ended."""
     groups: dict = {}
     for row in rows:
         layout = TABLES[row.table]
         groups.setdefault(tuple(row.when[a] for a in layout.group), []).append(row)
     for members in groups.values():
-        axis = TABLES[members[0].table].bucket
+        layout = TABLES[members[0].table]
+        axis = layout.bucket
         ordered = sorted(members, key=lambda r: r.when[axis][0])
+        first, last = ordered[0], ordered[-1]
+        if first.when[axis][0] != 1:
+            f.fail(first.loc.line, axis, f"the first row of its group must start at {axis} 1 "
+                                         f"(got {_fmt_range(*first.when[axis])})", first.loc.row)
+        if layout.open_ended and last.when[axis][1] is not None:
+            f.fail(last.loc.line, axis, f"the last row of its group must be unbounded "
+                                        f"([{last.when[axis][0]}, null]; got "
+                                        f"{_fmt_range(*last.when[axis])})", last.loc.row)
         for a, b in zip(ordered, ordered[1:]):
             (alo, ahi), (blo, bhi) = a.when[axis], b.when[axis]
             if ahi is None or ahi >= blo:

@@ -139,11 +139,7 @@ def spec_copy(tmp_path):
      "(router_gemm row sm_90: shape 3072x256, num_tokens 9..16): spec 'RouterGemmShape "
      "router_gemm_k3072_n256', field 'launch.sm_90.split_k': bucket 9..16, kernel='splitk': "
      "block_k·split_k = 64·7 = 448 does not divide hidden_size 3072"),
-    # decode inputs outside the policy's domain
-    (FIRST_SCORE, FIRST_SCORE.replace('"q_dtype": "bf16"', '"q_dtype": "bf17"'),
-     FIRST_SCORE.replace('"q_dtype": "bf16"', '"q_dtype": "bf17"'),
-     "spec 'Rule', field 'when.q_dtype': value 'bf17' is not in the axis domain"),
-], ids=["param-range", "router-tile", "inputs-domain"])
+], ids=["param-range", "router-tile"])
 def test_a_bad_value_in_a_row_is_reported_at_the_row(spec_copy, text, old, new, at, expected):
     """Rules built from a data file carry the row's location: the registry's own checks name
     file:line, the table, the hardware target and the bucket."""
@@ -156,6 +152,33 @@ def test_a_bad_value_in_a_row_is_reported_at_the_row(spec_copy, text, old, new, 
     message = str(info.value)
     assert re.search(rf"specs/measured/sm_90\.json:{_line_of(bad, at)} ", message), message
     assert expected in message, message
+
+
+def test_inputs_outside_the_domain_are_reported_at_the_row(spec_copy, text):
+    """Every scorer row renamed to a query dtype the policy does not know: the tiling holds,
+    the policy refuses the value at the first row's line."""
+    path = spec_copy / "measured" / "sm_90.json"
+    bad = text.replace('"q_dtype": "bf16"', '"q_dtype": "bf17"')
+    path.write_text(bad)
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    message = str(info.value)
+    assert re.search(rf"specs/measured/sm_90\.json:{_line_of(bad, 'bf17')} ", message), message
+    assert "field 'when.q_dtype': value 'bf17' is not in the axis domain" in message, message
+
+
+@pytest.mark.parametrize("old, new, rule", [
+    ('"num_reqs": [1, 2]', '"num_reqs": [2, 2]', "must start at num_reqs 1"),
+    ('"num_reqs": [257, null]', '"num_reqs": [257, 1000]', "must be unbounded"),
+], ids=["start", "end"])
+def test_a_group_covers_every_request_count(text, old, new, rule):
+    """A scorer group's rows start at one request and end unbounded (reported at the row)."""
+    bad = text.replace(old, new, 1)
+    with pytest.raises(SpecError) as info:
+        measured.loads(bad, SM90)
+    message = str(info.value)
+    assert message.startswith(f"specs/measured/sm_90.json:{_line_of(bad, new)} "), message
+    assert rule in message and "field 'num_reqs'" in message, message
 
 
 def test_explain_and_dispatch_name_the_measured_row(capsys):

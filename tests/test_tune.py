@@ -518,6 +518,8 @@ def test_other_decode_inputs_get_their_own_rows(sm90, spec_copy, capsys):
     assert "not measured" in rule.note
     with pytest.raises(ValueError, match="q_dtype 'fp64' is not in"):
         Space(reg, reg.hardware["sm_90"], sms=132, inputs={"q_dtype": "fp64"})
+    with pytest.raises(ValueError, match="unknown axes \\['colour'\\]"):
+        Space(reg, reg.hardware["sm_90"], sms=132, inputs={"colour": "red"})
     with pytest.raises(ValueError, match="one index head"):
         Space(reg, reg.hardware["sm_90"], sms=132, inputs={"num_heads": 2})
 

@@ -97,6 +97,10 @@ class Space:
         self.max_tokens = axes[rg.NAME]["num_tokens"].hi
         self.max_q = axes["index_score"]["max_q"].hi
         self.max_block = axes["index_score"]["max_block"].hi
+        unknown = sorted(set(inputs or {}) - set(decode_specs.MEASURED_SCORE))
+        if unknown:
+            raise ValueError(f"decode inputs: unknown axes {unknown} (known: "
+                             f"{', '.join(decode_specs.MEASURED_SCORE)})")
         self.inputs = dict(decode_specs.MEASURED_SCORE, **(inputs or {}))
         for axis, value in self.inputs.items():
             if value not in axes["index_score"][axis].values:
