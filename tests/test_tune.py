@@ -508,9 +508,12 @@ def test_other_decode_inputs_get_their_own_rows(sm90, spec_copy, capsys):
         [r.when for r in bf16_before]
     reg = registry.load(str(spec_copy))
     fp32_space = Space(reg, reg.hardware["sm_90"], sms=132, inputs=FP32)
+    fp32_before = Space(sm90.reg, sm90.target, sms=132, inputs=FP32)
     for row in fp32:
         bucket = {a: v for a, v in row.when.items()}
         assert fp32_space.current("index_score", bucket) == (row.choice, row.params)
+        if row.source == "default":  # what sm_90 launched for fp32 before: nothing changes
+            assert fp32_before.current("index_score", bucket) == (row.choice, row.params)
     fp16 = Space(reg, reg.hardware["sm_90"], sms=132, inputs={"q_dtype": "fp16"})
     bucket = fp16.score_bucket(64, 1, 1024)
     rule = lookup(reg.policies["index_score"], reg.tables["index_score"],

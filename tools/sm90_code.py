@@ -49,12 +49,11 @@ def compile_kernel(kernel, pointer_types: dict, constexprs: dict, *, aligned=Tru
 
 def facts(compiled) -> dict:
     """{"registers", "spill_stores", "spill_loads" (bytes), "ops": {SASS opcode: count}}."""
-    import triton
+    from triton import knobs  # the ptxas and nvdisasm Triton itself uses
 
-    tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-    ptxas = subprocess.run([os.path.join(tools, "ptxas"), "-arch=sm_90a", "-v", "-o",
-                            os.devnull, "-"], input=compiled.asm["ptx"], capture_output=True,
-                           text=True, check=True).stderr
+    ptxas = subprocess.run([knobs.nvidia.ptxas.path, "-arch=sm_90a", "-v", "-o", os.devnull,
+                            "-"], input=compiled.asm["ptx"], capture_output=True, text=True,
+                           check=True).stderr
 
     def number(pattern):
         found = re.search(pattern, ptxas)
@@ -63,7 +62,7 @@ def facts(compiled) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(compiled.asm["cubin"])
         f.flush()
-        sass = subprocess.run([os.path.join(tools, "nvdisasm"), "-c", f.name],
+        sass = subprocess.run([knobs.nvidia.nvdisasm.path, "-c", f.name],
                               capture_output=True, text=True, check=True).stdout
     ops = collections.Counter(m.group(1) for m in re.finditer(
         r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass, re.M))

@@ -40,14 +40,14 @@ def refuse_hand_written(reg, name: str) -> None:
                          f"in specs/ ({hw.loc}); it is not measured: nothing to tune")
 
 
-def _default_rows(space, table, group: dict, axis: str, lo: int, hi):
-    """Rows over [lo, hi] of ``axis`` in one group: the generic target's rows, clipped."""
+def _default_rows(space, table, group: dict, axis: str, lo: int, hi, hardware="generic"):
+    """Rows over [lo, hi] of ``axis`` in one group: ``hardware``'s rows there, clipped."""
     policy = space.reg.policies[table]
     pos = [a.name for a in policy.axes].index(axis)
     rows, v = [], lo
     while v is not None and (hi is None or v <= hi):
         bucket = {**group, axis: (v, v)}
-        rule = lookup(policy, space.reg.tables[table], space.point(table, bucket, "generic"))
+        rule = lookup(policy, space.reg.tables[table], space.point(table, bucket, hardware))
         end = rule.conds[pos].hi if rule.conds[pos] is not None else None
         end = hi if end is None else (end if hi is None else min(end, hi))
         rows.append({**_json(group), axis: [v, end],
@@ -77,15 +77,18 @@ def skeleton(space, hardware: Hardware) -> dict:
 
 
 def add_input_rows(data: dict, space) -> None:
-    """Default scorer rows for the space's decode inputs, when the data has none for them yet
-    (the chosen rows then replace the buckets they cover)."""
+    """Default scorer rows for the space's decode inputs, when the data has none for them yet:
+    what the target launches for them now (the default split grid of a measured target, the
+    generic rows for a new one), so only the chosen rows, which replace the buckets they
+    cover, change a launch."""
     if any(all(row[a] == space.inputs[a] for a in SCORE_INPUTS) for row in data["index_score"]):
         return
+    now = space.target.name if space.measured_here else "generic"
     for qb in space.q_buckets:
         for mbb in space.score_mb_buckets:
             data["index_score"] += _default_rows(
                 space, "index_score", {**space.inputs, "max_q": qb, "max_block": mbb},
-                "num_reqs", 1, None)
+                "num_reqs", 1, None, hardware=now)
 
 
 def apply(data: dict, table: str, new: dict) -> None:
