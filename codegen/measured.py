@@ -91,13 +91,14 @@ class Layout:
 # index_score rows name the decode inputs they were measured for (a target can hold rows for
 # several: bf16, an fp8 cache, fp32 queries and cache); index_topk scores are fp32 whatever the
 # inputs, so its rows do not.
-SCORE_INPUTS = ("q_dtype", "cache_dtype", "head_dim", "num_heads")
+SCORE_INPUT_KINDS = {"q_dtype": "name", "cache_dtype": "name", "head_dim": "count",
+                     "num_heads": "count"}
+SCORE_INPUTS = tuple(SCORE_INPUT_KINDS)
 TABLES = {
     "router_gemm": Layout(("shape", "num_tokens"), "kernel", values={"shape": "pair"},
                           open_ended=False),  # a shape's rows end at its token cap
     "index_score": Layout(SCORE_INPUTS + ("max_q", "max_block", "num_reqs"), "variant",
-                          values={"q_dtype": "name", "cache_dtype": "name", "head_dim": "count",
-                                  "num_heads": "count"}),
+                          values=SCORE_INPUT_KINDS),
     "index_topk": Layout(("max_block", "rows_x_heads"), "variant"),
 }
 TOP_KEYS = ("format", "hardware", "provenance") + tuple(TABLES)

@@ -154,6 +154,18 @@ def test_a_bad_value_in_a_row_is_reported_at_the_row(spec_copy, text, old, new, 
     assert expected in message, message
 
 
+def test_score_input_axes_agree():
+    """The decode inputs a scorer row is keyed by (codegen/measured.py) are the specs' measured
+    shape, their domains, and axes of the index_score policy, all by the same names."""
+    from specs import index_decode
+
+    assert set(index_decode.MEASURED_SCORE) == set(index_decode.SCORE_INPUT_DOMAINS) == \
+        set(measured.SCORE_INPUTS)
+    axes = {a.name: a for a in registry.load().policies["index_score"].axes}
+    for name, domain in index_decode.SCORE_INPUT_DOMAINS.items():
+        assert tuple(axes[name].values) == tuple(domain), name
+
+
 def test_inputs_outside_the_domain_are_reported_at_the_row(spec_copy, text):
     """Every scorer row renamed to a query dtype the policy does not know: the tiling holds,
     the policy refuses the value at the first row's line."""

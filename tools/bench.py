@@ -44,8 +44,6 @@ LOCAL_BLOCKS = 1
 SPARE_PAGES = 16
 TORCH_MEMORY_LIMIT = 20e9
 
-# index-cache dtypes (dispatch names) -> bytes per element
-CACHE_BYTES = {"bf16": 2, "fp8e4m3": 1}
 CONTEXTS = (8192, 32768, 131072)
 # fp8 cache rows: a subset of the bf16 grid; --quick: a few, one per fp8 limit's context range
 FP8_REQUESTS = (1, 4, 16, 64)
@@ -117,7 +115,7 @@ class Scenario:
         """Bytes a perfect implementation moves: each needed index-K page read once, the
         queries, the table entries it follows, the outputs written once."""
         blocks = [common.cdiv(max(s, 0), BLOCK) for s in self.seq_lens]
-        cache = sum(blocks) * BLOCK * D * CACHE_BYTES[self.cache]
+        cache = sum(blocks) * BLOCK * D * common.torch_dtype(self.cache).itemsize
         small = (self.total_q * D * 2  # idx_q
                  + sum(blocks) * 4 + self.R * 4  # block table entries + seq_lens
                  + self.total_q * TOPK * 4  # attention-table entries of the winners
@@ -156,7 +154,7 @@ def make_decode_inputs(sc: Scenario, device):
     import torch
 
     g = torch.Generator().manual_seed(sc.seed + 17 * sc.R + sc.Q)
-    cache_dtype = {"bf16": torch.bfloat16, "fp8e4m3": torch.float8_e4m3fn}[sc.cache]
+    cache_dtype = common.torch_dtype(sc.cache)
     blocks = [common.cdiv(max(s, 0), BLOCK) for s in sc.seq_lens]
     num_pages = sum(blocks) + SPARE_PAGES
     perm = torch.randperm(num_pages, generator=g).to(torch.int32)

@@ -437,6 +437,14 @@ def _clean(o):
     return str(o)
 
 
+def torch_dtype(name: str):
+    """The torch dtype of a dispatch-table dtype name ("bf16", "fp8e4m3", ...): the generated
+    runtime's own mapping, read backwards."""
+    from generated._runtime import DTYPE_KEYS
+
+    return {key: dtype for dtype, key in DTYPE_KEYS.items()}[name]
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-int(a) // int(b))
 

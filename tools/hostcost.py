@@ -84,8 +84,7 @@ def main(argv=None) -> int:
         del inp
         common.free_memory()
     for K, N, M, dt in ROUTER:
-        x = torch.randn((M, K), device="cuda").to(getattr(torch, {"bf16": "bfloat16",
-                                                                   "fp32": "float32"}[dt]))
+        x = torch.randn((M, K), device="cuda").to(common.torch_dtype(dt))
         w = torch.randn((N, K), device="cuda")
         lin = host_us(lambda: F.linear(x.float(), w), args.calls)
         gemm = host_us(lambda: generated.router_gemm(x, w), args.calls)

@@ -11,11 +11,6 @@ import importlib
 import common  # tools/common.py
 
 
-# the policies' dtype names (specs/index_decode.py) as torch dtype attributes
-TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32",
-                "fp8e4m3": "float8_e4m3fn"}
-
-
 class GpuDevice:
     """One CUDA/ROCm device. ``space`` gives the decode shape (inputs: dtypes and head_dim;
     topk; block size)."""
@@ -75,7 +70,7 @@ class GpuDevice:
         attn = torch.randperm(num_pages, generator=g)[:R * mb].to(torch.int32).view(R, mb)
         dg = torch.Generator(device=self.device).manual_seed(seed + 3)
         total_q, dev = R * Q, self.device
-        q_dtype, cache_dtype = (getattr(torch, TORCH_DTYPES[sp.inputs[k]])
+        q_dtype, cache_dtype = (common.torch_dtype(sp.inputs[k])
                                 for k in ("q_dtype", "cache_dtype"))
         return {
             "R": R, "Q": Q, "ctx": ctx,

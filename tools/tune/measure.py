@@ -24,6 +24,8 @@ import time
 
 import common  # tools/common.py
 
+from .space import as_json
+
 
 def interleave(samplers: dict, rounds: int, per_round: int) -> dict:
     """key -> [round medians]: every sampler once per round, starting one key later each
@@ -39,11 +41,6 @@ def interleave(samplers: dict, rounds: int, per_round: int) -> dict:
 
 def _record(choice_key, choice, params):
     return {choice_key: choice, "params": dict(params)}
-
-
-def _json(bucket: dict) -> dict:
-    """A bucket as run and data files hold it (lists, not tuples)."""
-    return {axis: list(v) if isinstance(v, tuple) else v for axis, v in bucket.items()}
 
 
 def _time_bucket(dev, calls: dict, check, rounds: int, per_round: int) -> dict:
@@ -153,7 +150,7 @@ class Run:
                                  for i, c in enumerate(scorers)},
                            check, self.rounds, self.per_round)
         self.points.append({
-            "table": "index_score", "buckets": [_json(sp.score_bucket(R, Q, mb))],
+            "table": "index_score", "buckets": [as_json(sp.score_bucket(R, Q, mb))],
             "rep": label, "selector": fixed,
             "candidates": [{**_record("variant", *c), **got[i]}
                            for i, c in enumerate(scorers)]})
@@ -170,7 +167,7 @@ class Run:
                                      for i, c in enumerate(sels)},
                                check, self.rounds, self.per_round)
         self.points.append({
-            "table": "index_topk", "buckets": [_json(b) for b in sp.topk_buckets(R, Q, mb)],
+            "table": "index_topk", "buckets": [as_json(b) for b in sp.topk_buckets(R, Q, mb)],
             "rep": label,
             "scorer": _record("variant", *scorer),
             "candidates": [{**_record("variant", *c), **got_sel[i]}
@@ -178,7 +175,7 @@ class Run:
         self._said("decode", label, len(scorers) + len(sels), 2, t)
 
     def _plan(self, table, bucket):
-        entry = {"table": table, "bucket": _json(bucket)}
+        entry = {"table": table, "bucket": as_json(bucket)}
         if entry not in self.planned:
             self.planned.append(entry)
 

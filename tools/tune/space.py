@@ -68,6 +68,11 @@ def as_bucket(bucket: dict) -> dict:
     return {a: tuple(v) if isinstance(v, list) else v for a, v in bucket.items()}
 
 
+def as_json(bucket: dict) -> dict:
+    """A bucket as run and data files hold it: ranges and pairs as lists."""
+    return {a: list(v) if isinstance(v, tuple) else v for a, v in bucket.items()}
+
+
 def bucket_text(table: str, bucket: dict) -> str:
     """'num_reqs 1–2, shape 6144x128, q_dtype fp32' for reports."""
     def one(axis, v):

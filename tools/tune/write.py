@@ -22,6 +22,7 @@ from codegen.model import Hardware
 from codegen.policy import lookup
 
 from .choose import CHOICE_KEY, RULE, SECTION
+from .space import Space, as_json
 from .target import hardware_dict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,15 +51,11 @@ def _default_rows(space, table, group: dict, axis: str, lo: int, hi, hardware="g
         rule = lookup(policy, space.reg.tables[table], space.point(table, bucket, hardware))
         end = rule.conds[pos].hi if rule.conds[pos] is not None else None
         end = hi if end is None else (end if hi is None else min(end, hi))
-        rows.append({**_json(group), axis: [v, end],
+        rows.append({**as_json(group), axis: [v, end],
                      CHOICE_KEY[table]: space.choice_of(table, rule.variant),
                      "params": dict(rule.params), "source": "default"})
         v = None if end is None else end + 1
     return rows
-
-
-def _json(bucket: dict) -> dict:
-    return {a: list(v) if isinstance(v, tuple) else v for a, v in bucket.items()}
 
 
 def skeleton(space, hardware: Hardware) -> dict:
@@ -94,12 +91,12 @@ def add_input_rows(data: dict, space) -> None:
 def apply(data: dict, table: str, new: dict) -> None:
     """Put ``new`` into its table: rows of its group overlapping its range are clipped away."""
     layout = TABLES[table]
-    axis, group = layout.bucket, _json({a: new[a] for a in layout.group})
+    axis, group = layout.bucket, as_json({a: new[a] for a in layout.group})
     lo, hi = new[axis]
     kept = []
     for row in data[table]:
         a, b = row[axis]
-        if _json({g: row[g] for g in layout.group}) != group or \
+        if as_json({g: row[g] for g in layout.group}) != group or \
                 (b is not None and b < lo) or (hi is not None and a > hi):
             kept.append(row)
             continue
@@ -164,8 +161,6 @@ def verify(data: dict, rows: list, specs_dir: str = SPECS):
         reg = registry.load(copy)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    from .space import Space
-
     space = Space(reg, reg.hardware[name], sms=132)
     for row in rows:
         table = table_of(row)
