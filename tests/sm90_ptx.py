@@ -14,6 +14,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 from sm90_code import compile_kernel, facts as sass_facts, router as router_kernel  # noqa: E402
 
 from generated import index_score, index_topk  # noqa: E402
+from generated.dispatch import ROUTER_GEMM  # noqa: E402
 
 INSTRUCTIONS = ("griddepcontrol.wait", "griddepcontrol.launch_dependents", "prefetch.global.L2")
 
@@ -37,8 +38,9 @@ def scorer(launch_dependents: bool) -> str:
 
 
 def router(x_dtype: str):
-    """The per-expert router kernel of sm_90's (6144, 256) row for M 5–16."""
-    return router_kernel((6144, 256), 4, 512, 4, x_dtype)
+    """The per-expert router kernel as sm_90's table launches it for (6144, 256) at M = 5."""
+    p = ROUTER_GEMM.lookup("sm_90", (6144, 256), 5).params
+    return router_kernel((6144, 256), p["block_m"], p["block_k"], p["num_warps"], x_dtype)
 
 
 def main():

@@ -12,8 +12,7 @@ import pytest
 import torch
 
 import generated
-
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+from decode_inputs import DEVICE
 R, Q, BLOCKS = 2, 2, 6
 HARDWARE = ("sm_90", "generic", "gfx950")
 

@@ -13,10 +13,11 @@ import pytest
 
 from codegen import cli, measured, registry, targets
 from codegen.model import SpecError
+from specs.index_decode import MEASURED_SCORE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SM90 = os.path.join(ROOT, "specs", "measured", "sm_90.json")
-BF16 = {"q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128, "num_heads": 1}
+BF16 = dict(MEASURED_SCORE)  # the inputs sm_90's scorer rows were measured for
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +57,8 @@ def test_converted_rows_keep_their_measurements(text):
     assert defaults and all(r.when["num_reqs"] == (257, None) for r in defaults)
 
 
-BF16_TEXT = '"q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128, "num_heads": 1'
-BF16_LABEL = "q_dtype bf16, cache_dtype bf16, head_dim 128, num_heads 1"
+BF16_TEXT = json.dumps(BF16)[1:-1]  # as the one writer spells them
+BF16_LABEL = ", ".join(f"{axis} {value}" for axis, value in BF16.items())
 FIRST_SCORE = '{' + BF16_TEXT + ', "max_q": [1, 1], "max_block": [0, 64], "num_reqs": [1, 2]'
 SECOND_SCORE = '{' + BF16_TEXT + ', "max_q": [1, 1], "max_block": [0, 64], "num_reqs": [3, 4]'
 FIRST_LABEL = f"(index_score row sm_90: {BF16_LABEL}, max_q 1, max_block 0..64, num_reqs 1..2)"

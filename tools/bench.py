@@ -370,6 +370,7 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
 def run_router(args, generated, device, bw, empty_us, reps):
     import torch
     import torch.nn.functional as F
+    from generated._runtime import DTYPE_KEYS
 
     shapes = sorted(generated.ROUTER_GEMM_SHAPES)
     ms = router_token_counts(generated.moe_router.MAX_TOKENS, args.quick)
@@ -402,7 +403,7 @@ def run_router(args, generated, device, bw, empty_us, reps):
             for dt in dtypes:
                 x = torch.randn((m, K), generator=g, device=device, dtype=torch.float32).to(dt)
                 row = {"K": K, "N": N, "M": m,
-                       "x_dtype": {torch.bfloat16: "bf16", torch.float32: "fp32"}[dt]}
+                       "x_dtype": DTYPE_KEYS[dt]}
                 nbytes = N * K * w.element_size() + m * K * x.element_size() + m * N * 4
                 row["floor_bytes"] = nbytes
                 row["floor_us"] = nbytes / bw * 1e6

@@ -439,10 +439,10 @@ def _clean(o):
 
 def torch_dtype(name: str):
     """The torch dtype of a dispatch-table dtype name ("bf16", "fp8e4m3", ...): the generated
-    runtime's own mapping, read backwards."""
-    from generated._runtime import DTYPE_KEYS
+    package's own mapping (the runtime's DTYPE_KEYS, read backwards)."""
+    from generated.precompile import TORCH_DTYPES
 
-    return {key: dtype for dtype, key in DTYPE_KEYS.items()}[name]
+    return TORCH_DTYPES[name]
 
 
 def cdiv(a: int, b: int) -> int:

@@ -87,7 +87,7 @@ def scorer(q="bf16", cache="bf16", head_dim=128, heads=1, block_q=1, warps=4, st
     """The split-K scorer on contiguous inputs."""
     from generated import index_score
 
-    lanes = max(16, block_q * heads)  # what the launcher passes (tl.dot needs 16 rows)
+    lanes = max(index_score.MIN_DOT_ROWS, block_q * heads)  # what the launcher passes
     return compile_kernel(
         index_score._score_split_kernel,
         {"idx_q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "scores_ptr": "*fp32"},

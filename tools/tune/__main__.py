@@ -202,8 +202,9 @@ def choose(args, argv, say=common.say) -> int:
         write.add_input_rows(data, space)
     rows, report, labels = choose_mod.choose(runs, space, noise, data["provenance"]["runs"])
     say(f"tune choose: target {name}; runs " + ", ".join(labels))
-    if choose_mod.coverage_warning(runs):
-        say(f"WARNING {choose_mod.coverage_warning(runs)} (README: How to tune a GPU)")
+    warning = choose_mod.coverage_warning(runs)
+    if warning:
+        say(f"WARNING {warning} (README: How to tune a GPU)")
     for line in report:
         say(line)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -35,7 +35,7 @@ class GpuDevice:
         torch = self.torch
         g = torch.Generator(device=self.device).manual_seed(7 * M)
         x = torch.randn((M, w.shape[1]), generator=g, device=self.device)
-        x = x.to(torch.bfloat16 if x_dtype == "bf16" else torch.float32)
+        x = x.to(common.torch_dtype(x_dtype))
         return {"x": x, "w": w, "want": torch.nn.functional.linear(x.float(), w.float()),
                 "out": torch.empty((M, w.shape[0]), device=self.device)}
 
