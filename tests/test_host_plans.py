@@ -127,6 +127,21 @@ def test_warmup_enumerates_a_small_domain_on_the_interpreter():
     assert result["hardware"] == "generic" and result["calls"] >= 3
 
 
+def test_warmup_gives_each_router_shape_its_weight_dtype_and_token_cap(monkeypatch):
+    """The bf16-weight (7168, 896) shape is warmed with a bf16 weight and at most 9 tokens
+    (the calls recorded, not run)."""
+    from generated import precompile
+
+    calls = []
+    monkeypatch.setattr(precompile, "router_gemm", lambda x, w, hardware: calls.append(
+        (tuple(w.shape), w.dtype, x.shape[0])))
+    generated.warmup("cpu", decode=False, router_shapes=((7168, 896), (4096, 8)),
+                     router_dtypes=("bf16",), num_tokens=(1, 9, 10, 32), progress=False)
+    assert calls == [((896, 7168), torch.bfloat16, 1), ((896, 7168), torch.bfloat16, 9),
+                     ((8, 4096), torch.float32, 1), ((8, 4096), torch.float32, 9),
+                     ((8, 4096), torch.float32, 10), ((8, 4096), torch.float32, 32)]
+
+
 # ---- GPU -----------------------------------------------------------------------------------
 
 @gpu

@@ -245,6 +245,17 @@ def test_decode_rejects_non_tensors_and_non_ints_by_name():
             assert info.type is TypeError, (name, bad, info.value)
 
 
+def test_explain_index_decode_rejects_non_ints_by_name():
+    args = dict(hardware="sm_90", q_dtype="bf16", cache_dtype="bf16", head_dim=128, num_reqs=2,
+                max_block=9, total_q=2, num_heads=1, topk=16, max_decode_query_len=1)
+    want = generated.explain_index_decode(**args)
+    assert generated.explain_index_decode(**{**args, "head_dim": np.int64(128)}) == want
+    for name in ("head_dim", "num_reqs", "max_block", "total_q", "num_heads", "topk",
+                 "max_decode_query_len"):
+        for bad in NOT_INTS:
+            assert_named(TypeError, name, generated.explain_index_decode, **{**args, name: bad})
+
+
 def test_decode_accepts_numpy_ints_and_rejects_wrong_dtypes():
     base = _decode_case(1, 1, True)
     expected = generated.index_decode(**base).clone()
@@ -450,3 +461,7 @@ def test_router_storage_offset_and_types():
             continue
         assert_named(TypeError, "num_tokens", generated.explain_router_gemm, hidden_size=K,
                      num_experts=N, num_tokens=bad, hardware="generic")
+    for fn in (generated.router_logits, generated.explain_router_logits):
+        for bad in NOT_TENSORS:  # neither the kernel nor the F.linear fallback takes them
+            assert_named(TypeError, "hidden_states", fn, hidden_states=bad, router_weight=w)
+            assert_named(TypeError, "router_weight", fn, hidden_states=x, router_weight=bad)
