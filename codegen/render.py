@@ -9,7 +9,7 @@ import ast
 import hashlib
 import json
 import os
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 import jinja2
@@ -18,7 +18,7 @@ from . import __version__, families
 from .policy import Between, FlatRule, Policy
 from .registry import Registry, hardware_aliases
 from .capabilities import PDL_CAPABILITY, TF32_CAPABILITY
-from .lower import TORCH_DTYPES, literal, lower_contract
+from .lower import TORCH_DTYPES, literal
 from .targets import source as target_naming_source
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")

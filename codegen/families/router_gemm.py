@@ -68,9 +68,6 @@ SPLITK_PARAMS = (
 )
 
 
-WEIGHT_DTYPES = ("fp32", "bf16")
-
-
 def row_kernel(params: dict) -> str:
     """Kernel a launch table row names (``kernel=``, default ``per_expert``)."""
     return params.get("kernel", PER_EXPERT)
@@ -120,11 +117,6 @@ class RouterGemmShape:
     weight_dtype: str = attrs.field(default="fp32", validator=typed(str))
     max_tokens: int | None = attrs.field(default=None, validator=typed(int, optional=True))
     loc: Location = LOC
-
-    @weight_dtype.validator
-    def _weight_dtype(self, attribute, value):
-        if value not in WEIGHT_DTYPES:
-            fail(self, "weight_dtype", f"must be one of {', '.join(WEIGHT_DTYPES)}, got {value!r}")
 
     @property
     def name(self) -> str:
