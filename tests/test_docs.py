@@ -7,7 +7,8 @@ import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTRACT = os.path.join(ROOT, "docs", "KERNELS.md")
-SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", "build", "out", ".whl"}
+SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", "build", "out", ".whl",
+             "runs", "benchmarks", ".scratch"}  # git-ignored run output
 TEXT = (".py", ".j2", ".md", ".txt", ".toml", ".json", ".sh", ".cfg", ".ini", ".yml", ".yaml")
 THIS = os.path.abspath(__file__)  # holds the patterns it looks for
 

@@ -2,7 +2,7 @@
 """Benchmark of the generated kernels on the H200 (see tools/common.py for the timing method).
 
     python3 tools/bench.py --out DIR            # full grid (H200, well under 5 minutes)
-    python3 tools/bench.py --out DIR --quick    # the decode rows with targets + a router subset
+    python3 tools/bench.py --out DIR --quick    # target rows, 3 fp8 rows, a router subset
     python3 tools/bench.py --out DIR --smoke    # CPU, TRITON_INTERPRET=1, tiny shapes: code paths
 
 Writes DIR/bench.json (every number, each row's target verdicts: tools/targets.py),

@@ -19,6 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (tools/common.py)
+import targets  # noqa: E402  (tools/targets.py)
 
 # (R, context, Q) of the decode rows; (K, N, M, x dtype) of the router rows (issue 13)
 DECODE = ((1, 8192, 4), (16, 131072, 4))
@@ -79,8 +80,10 @@ def main(argv=None) -> int:
                                                        args.calls))
     for R, ctx, Q in DECODE:
         name, decode, scores, inp = decode_fns(generated, R, ctx, Q)
-        record(f"index_decode {name} +table", host_us(decode, args.calls), 60.0)
-        record(f"index_decode_scores {name}", host_us(scores, args.calls), 30.0)
+        record(f"index_decode {name} +table", host_us(decode, args.calls),
+               targets.HOST_US["index_decode"])
+        record(f"index_decode_scores {name}", host_us(scores, args.calls),
+               targets.HOST_US["index_decode_scores"])
         del inp
         common.free_memory()
     for K, N, M, dt in ROUTER:
@@ -91,7 +94,8 @@ def main(argv=None) -> int:
         logits = host_us(lambda: generated.router_logits(x, w), args.calls)
         record(f"F.linear(x.float(), w) ({K},{N}) M{M} {dt}", lin)
         record(f"router_gemm ({K},{N}) M{M} {dt}", gemm, lin)
-        record(f"router_logits ({K},{N}) M{M} {dt}", logits, gemm + 5.0)
+        record(f"router_logits ({K},{N}) M{M} {dt}", logits,
+               gemm + targets.HOST_LOGITS_OVER_GEMM_US)
     print(f"\n{'entry (eager, host µs per call, median of ' + str(args.calls) + ')':60s}"
           f"{'µs':>9s}  target")
     for name, us, target in rows:

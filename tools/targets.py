@@ -1,10 +1,11 @@
-"""The performance targets tools/bench.py judges, as data, and the verdicts on a bench.json.
+"""The performance targets tools/bench.py and tools/hostcost.py judge, as data, and the
+verdicts on a bench.json.
 
 Issue 15 (the targets in force): vLLM's path measured side by side on one H200, issue 15 —
 its common Triton indexer (ids only) and its CUDA fp32 router kernel, CUDA-graph replay with
 L2 flushed before each replay, median µs. Issue 5 (older): the decode rows it set that issue
 15 sets nothing for and that are still open (docs/OPEN_PROBLEMS.md), and its router limit
-over the bandwidth floor.
+over the bandwidth floor. Issue 13: host time per eager call.
 
 A verdict is a dict: issue, what (the kind of target), limit, op ("≤" or "≥"), unit, value
 (measured; None when the row failed) and pass. ``attach(report)`` writes each row's verdicts
@@ -49,6 +50,12 @@ ISSUE5_DECODE_US = {
     (11, 131072, 1): 92.0,
     (16, 131072, 4): 125.0,
 }
+
+
+# issue 13: host µs per eager call (tools/hostcost.py): decode entries at most these; the
+# router GEMM at most F.linear(x.float(), w), router_logits at most router_gemm + this
+HOST_US = {"index_decode": 60.0, "index_decode_scores": 30.0}
+HOST_LOGITS_OVER_GEMM_US = 5.0
 
 
 def issue5_router_limit(m: int, floor_us: float):
