@@ -32,9 +32,9 @@ CONSTANTS = (
     ("MAX_TOPK", 512),  # the selector's widest tile
 )
 HARDWARE = tuple(hw.name for hw in _HARDWARE)
-# fp32 queries / cache (vLLM's CUDA indexer accepts them; its correctness test uses them) are
-# scored with exact fp32 products and sums.
-Q_DTYPES = ("bf16", "fp16", "fp32")
+# Input dtypes (docs/KERNELS.md §14.4): fp32 queries / cache are scored at fp32 accuracy (3xTF32
+# on NVIDIA tensor cores); an fp8 e4m3 query needs an fp8 e4m3 cache (the runtime checks it).
+Q_DTYPES = ("bf16", "fp16", "fp8e4m3", "fp32")
 CACHE_DTYPES = ("bf16", "fp16", "fp8e4m3", "fp32")
 HEAD_DIMS = (16, 32, 64, 128, 256)
 NUM_HEADS = (1, 2, 4)

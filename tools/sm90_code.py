@@ -92,7 +92,8 @@ def scorer(q="bf16", cache="bf16", head_dim=128, heads=1, block_q=1, warps=4, st
         index_score._score_split_kernel,
         {"idx_q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "scores_ptr": "*fp32"},
         dict(H=heads, D=head_dim, BLOCK_SIZE_Q=block_q, LANES=lanes,
-             STATIC_CHUNKS=static_chunks, LAUNCH_DEPENDENTS=False, stride_sl=1, stride_qd=1,
+             FP32_DOT="tf32x3", STATIC_CHUNKS=static_chunks, LAUNCH_DEPENDENTS=False,
+             stride_sl=1, stride_qd=1,
              stride_kd=1, stride_sb=1),
         div16=("stride_qt", "stride_qh", "stride_kp", "stride_kt", "stride_sh", "stride_st"),
         num_warps=warps, num_stages=stages)
@@ -119,7 +120,7 @@ def main(argv=None):
     r.add_argument("--x", choices=("bf16", "fp32"), default="bf16")
     r.add_argument("--w", choices=("bf16", "fp32"), default="fp32")
     s = sub.add_parser("scorer", help="split-K decode scorer")
-    s.add_argument("--q", choices=("bf16", "fp16", "fp32"), default="bf16")
+    s.add_argument("--q", choices=tuple(POINTER), default="bf16")
     s.add_argument("--cache", choices=tuple(POINTER), default="bf16")
     s.add_argument("--head-dim", type=int, default=128)
     s.add_argument("--block-q", type=int, default=1, help="next_pow2(Qmax)")
