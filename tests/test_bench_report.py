@@ -18,9 +18,10 @@ import targets  # noqa: E402
 K128 = 131072
 
 
-def _decode(R, ctx, Q, us, cache="bf16", vs_bf16=None):
-    sc = bench.Scenario(R, ctx, Q, cache=cache)
-    row = {"name": sc.name.strip(), "R": R, "ctx": ctx, "Q": Q, "mixed": False, "cache": cache,
+def _decode(R, ctx, Q, us, kind="bf16", vs_bf16=None):
+    sc = bench.Scenario(R, ctx, Q, kind=kind)
+    row = {"name": sc.name.strip(), "R": R, "ctx": ctx, "Q": Q, "mixed": False, "kind": kind,
+           "q": sc.q, "cache": sc.cache,
            "ours": {"sm_90": {"median_us": us}}, "target_policy": "sm_90",
            "policies": ["sm_90"], "torch": {"median_us": None}, "floor_us": 1.0,
            "cache_bytes": sc.floor_bytes()[1]}
@@ -50,7 +51,7 @@ def two_runs(tmp_path):
     128k cache read (both fail)."""
     return [_write(tmp_path, name, [
         _decode(32, K128, 1, r32), _decode(1, 8192, 4, r1),
-        _decode(4, 32768, 4, 20.0), _decode(4, 32768, 4, 20.0 * fp8, "fp8e4m3", fp8)],
+        _decode(4, 32768, 4, 20.0), _decode(4, 32768, 4, 20.0 * fp8, "fp8kv", fp8)],
         [_router(3072, 256, 1, router)])
         for name, r32, r1, fp8, router in (("run1", 260.0, 5.5, 0.55, 5.5),
                                            ("run2", 275.0, 5.9, 0.62, 5.9))]
@@ -70,7 +71,7 @@ def test_several_runs_are_judged_on_the_worst(two_runs):
     assert (rate["pass"], rate["runs_pass"], rate["runs"]) == (False, 0, 2)
     small = got[("R1 8k Q4", "small context")]
     assert (small["value"], small["pass"], small["runs_pass"]) == (5.9, True, 2)
-    fp8 = got[("R4 32k Q4 fp8", "fp8/bf16")]
+    fp8 = got[("R4 32k Q4 fp8kv", "fp8kv/bf16")]
     assert (fp8["value"], fp8["limit"], fp8["pass"], fp8["runs_pass"]) == (0.62, 0.6, False, 1)
     router = got[("(3072,256) M1 bf16", "≤ vLLM")]
     assert (router["value"], router["limit"], router["pass"]) == (5.9, 5.73, False)
@@ -95,16 +96,17 @@ def test_report_prints_the_spread_and_the_verdicts(two_runs, capsys):
     assert ("issue 15 decode R32 128k Q1 ≤ vLLM 275.0 µs ≤ 268.4 FAIL (1/2 runs pass)"
             in " ".join(out.split()))
     assert "router ≤ vLLM: 0/1 PASS; FAIL: (3072,256) M1 bf16 5.90>5.73" in out
-    assert out.rstrip().endswith("TARGETS (worst run) issue 15: 1 PASS, 5 FAIL | "
-                                 "issue 5: 1 PASS, 0 FAIL")
+    assert out.rstrip().endswith("TARGETS (worst run) issue 18: 0 PASS, 1 FAIL | "
+                                 "issue 15: 1 PASS, 4 FAIL | issue 5: 1 PASS, 0 FAIL")
 
 
 def test_one_run_prints_its_tables(two_runs, capsys):
     bench_report.main(two_runs[:1])
     out = capsys.readouterr().out
-    assert "decode indexer end to end" in out and "fp8/bf16 0.55" in out
+    assert "decode indexer end to end" in out and "fp8kv/bf16 0.55" in out
     assert "#1" not in out  # no spread table for one run
-    assert "TARGETS issue 15: 4 PASS, 2 FAIL | issue 5: 1 PASS, 0 FAIL" in out
+    assert "TARGETS issue 18: 1 PASS, 0 FAIL | issue 15: 3 PASS, 2 FAIL | issue 5: 1 PASS, 0 FAIL" \
+        in out
 
 
 def test_results_of_record_are_judged_too():
@@ -124,9 +126,13 @@ def test_every_target_names_a_row_the_bench_runs():
             assert (R, ctx, Q, False, "bf16") in full and (R, ctx, Q, False, "bf16") in quick
     assert any(targets.is_large_batch(sc.R, sc.ctx) for sc in full.values())
     for keys in (full, quick):
-        fp8 = [k for k in keys if k[4] != "bf16"]
-        assert fp8 and all(k[:4] + ("bf16",) in keys for k in fp8), "an fp8 row without its pair"
-    limits = {targets.fp8_ratio_limit(k[1]) for k in full if k[4] != "bf16"}
+        other = [k for k in keys if k[4] != "bf16"]
+        assert {k[4] for k in other} == set(bench.KINDS) - {"bf16"}
+        assert all(k[:4] + ("bf16",) in keys for k in other), "a row without its bf16 pair"
+        for kind, rows in targets.VLLM_KIND_US.items():
+            assert all((R, ctx, Q, False, kind) in keys for R, ctx, Q in rows), kind
+    assert set(targets.FP8_KINDS) < set(bench.KINDS)
+    limits = {targets.fp8_ratio_limit(k[1]) for k in full if k[4] in targets.FP8_KINDS}
     assert limits == {limit for _, limit in targets.FP8_RATIO}
     ms = bench.router_token_counts(generated.moe_router.MAX_TOKENS)
     for shape, times in targets.VLLM_ROUTER_US.items():

@@ -11,7 +11,8 @@ tables with PASS/FAIL per target (tools/bench_report.py; it also compares severa
 
 Decode indexer: `generated.index_decode` end to end (scores + top-k selection + page-16 sparse
 table), H = 1, head_dim 128, topk 16, init 0, local 1, Qmax = Q, bf16 query and index cache
-(and an fp8 e4m3 cache on a subset of the shapes, each paired with its bf16 row), under each
+(and, on a subset of the shapes, each other input kind of KINDS, each row paired with the bf16
+row of its shape: time, bytes/s and the ratio to that bf16 row), under each
 hardware target's tables (the device's own first, whose times the targets are judged on; then
 the others, e.g. gfx950's tables on an H200: they are only other launch choices); plain torch
 (page gather + fp32 q·Kᵀ + causal mask + block max + forcing + torch.topk; no sparse table);
@@ -45,9 +46,13 @@ SPARE_PAGES = 16
 TORCH_MEMORY_LIMIT = 20e9
 
 CONTEXTS = (8192, 32768, 131072)
-# fp8 cache rows: a subset of the bf16 grid; --quick: a few, one per fp8 limit's context range
-FP8_REQUESTS = (1, 4, 16, 64)
-FP8_QUICK = ((1, 8192, 4), (4, 32768, 4), (64, 131072, 1))
+# Input kinds other than bf16 (query dtype, index-cache dtype), timed on a subset of the bf16
+# grid (KIND_REQUESTS × CONTEXTS × Q 1/4); --quick: the rows vLLM was measured on
+# (tools/targets.py) plus one per context range of the fp8 limits
+KINDS = {"bf16": ("bf16", "bf16"), "fp8kv": ("bf16", "fp8e4m3"),
+         "fp8": ("fp8e4m3", "fp8e4m3"), "fp32": ("fp32", "fp32")}
+KIND_REQUESTS = (1, 4, 16, 64)
+KIND_QUICK = tuple(sorted(set(targets.VLLM_KIND_ROWS) | {(4, 32768, 4), (64, 131072, 4)}))
 
 
 def router_token_counts(max_tokens: int, quick: bool = False) -> tuple:
@@ -80,8 +85,9 @@ def parse_args(argv=None):
 
 
 class Scenario:
-    def __init__(self, R, ctx, Q, mixed=False, cache="bf16", seed=0):
-        self.R, self.ctx, self.Q, self.mixed, self.cache = R, ctx, Q, mixed, cache
+    def __init__(self, R, ctx, Q, mixed=False, kind="bf16", seed=0):
+        self.R, self.ctx, self.Q, self.mixed, self.kind = R, ctx, Q, mixed, kind
+        self.q, self.cache = KINDS[kind]
         self.seed = seed
         self.max_seq_len = ctx  # graph capacity: mixed batches keep the full-context table width
         self.max_block = common.cdiv(ctx, BLOCK)
@@ -97,18 +103,18 @@ class Scenario:
 
     @property
     def key(self):
-        return (self.R, self.ctx, self.Q, self.mixed, self.cache)
+        return (self.R, self.ctx, self.Q, self.mixed, self.kind)
 
     @property
     def name(self):
         ctx = f"{self.ctx // 1024}k" if self.ctx >= 1024 else str(self.ctx)
         return (f"R{self.R:<3d}{ctx:>4s}{' mix' if self.mixed else '    '} Q{self.Q}"
-                + ("" if self.cache == "bf16" else " fp8"))
+                + ("" if self.kind == "bf16" else f" {self.kind}"))
 
     @property
     def judged_alone(self):
         """A target of its own (tools/targets.py), not only a ratio to another row."""
-        return (self.cache == "bf16" and not self.mixed
+        return (self.kind == "bf16" and not self.mixed
                 and targets.judged_alone(self.R, self.ctx, self.Q))
 
     def floor_bytes(self):
@@ -116,7 +122,7 @@ class Scenario:
         queries, the table entries it follows, the outputs written once."""
         blocks = [common.cdiv(max(s, 0), BLOCK) for s in self.seq_lens]
         cache = sum(blocks) * BLOCK * D * common.torch_dtype(self.cache).itemsize
-        small = (self.total_q * D * 2  # idx_q
+        small = (self.total_q * D * common.torch_dtype(self.q).itemsize  # idx_q
                  + sum(blocks) * 4 + self.R * 4  # block table entries + seq_lens
                  + self.total_q * TOPK * 4  # attention-table entries of the winners
                  + self.total_q * TOPK * 4  # topk_idx
@@ -131,20 +137,22 @@ class Scenario:
 
 
 def decode_scenarios(quick: bool, smoke: bool):
-    """The bf16 rows, then the mixed lengths, then the fp8 rows (after the bf16 rows their
-    times are divided by; --decode-limit N, tools/tune's 'used' state, keeps the first N)."""
+    """The bf16 rows, then the mixed lengths, then the other input kinds (after the bf16 rows
+    their times are divided by; --decode-limit N, tools/tune's 'used' state, keeps the first
+    N)."""
+    others = [k for k in KINDS if k != "bf16"]
     if smoke:
-        return [Scenario(1, 512, 1), Scenario(2, 640, 4, mixed=True),
-                Scenario(1, 512, 1, cache="fp8e4m3")]
+        return ([Scenario(1, 512, 1), Scenario(2, 640, 4, mixed=True)]
+                + [Scenario(1, 512, 1, kind=k) for k in others])
     bf16 = [Scenario(R, ctx, Q) for R in (1, 4, 8, 11, 16, 32, 64) for ctx in CONTEXTS
             for Q in (1, 4)]
     if quick:
-        return ([sc for sc in bf16 if sc.judged_alone]
-                + [Scenario(*k, cache="fp8e4m3") for k in FP8_QUICK])
+        return ([sc for sc in bf16 if sc.judged_alone or sc.key[:3] in KIND_QUICK]
+                + [Scenario(*k, kind=kind) for kind in others for k in KIND_QUICK])
     mixed = [Scenario(R, 131072, Q, mixed=True) for R in (4, 16, 64) for Q in (4, 1)]
-    fp8 = [Scenario(R, ctx, Q, cache="fp8e4m3") for R in FP8_REQUESTS for ctx in CONTEXTS
-           for Q in (1, 4)]
-    return bf16 + mixed + fp8
+    rest = [Scenario(R, ctx, Q, kind=kind) for kind in others for R in KIND_REQUESTS
+            for ctx in CONTEXTS for Q in (1, 4)]
+    return bf16 + mixed + rest
 
 
 def make_decode_inputs(sc: Scenario, device):
@@ -154,7 +162,7 @@ def make_decode_inputs(sc: Scenario, device):
     import torch
 
     g = torch.Generator().manual_seed(sc.seed + 17 * sc.R + sc.Q)
-    cache_dtype = common.torch_dtype(sc.cache)
+    q_dtype, cache_dtype = common.torch_dtype(sc.q), common.torch_dtype(sc.cache)
     blocks = [common.cdiv(max(s, 0), BLOCK) for s in sc.seq_lens]
     num_pages = sum(blocks) + SPARE_PAGES
     perm = torch.randperm(num_pages, generator=g).to(torch.int32)
@@ -170,9 +178,9 @@ def make_decode_inputs(sc: Scenario, device):
     attn = attn.to(torch.int32).view(sc.R, sc.max_block)
     dg = torch.Generator(device=device).manual_seed(sc.seed + 1)
     inp = {
+        # other kinds hold the bf16 row's values, rounded (fp8) or exactly (fp32)
         "idx_q": torch.randn((sc.total_q, 1, D), generator=dg, device=device,
-                             dtype=torch.float32).to(torch.bfloat16),
-        # an fp8 cache holds the bf16 row's values, rounded
+                             dtype=torch.float32).to(torch.bfloat16).to(q_dtype),
         "cache": torch.randn((num_pages, BLOCK, D), generator=dg, device=device,
                              dtype=torch.bfloat16).to(cache_dtype),
         "block_table": bt.to(device),
@@ -275,14 +283,15 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
     scenarios = decode_scenarios(args.quick, args.smoke)[:args.decode_limit]
     all_policies = decode_policies(hw_detected)
     common.say(f"== decode indexer: {len(scenarios)} scenarios × {len(all_policies)} policies "
-               f"({', '.join(all_policies)}; fp8 rows: {hw_detected} only) + torch")
+               f"({', '.join(all_policies)}; kinds other than bf16: {hw_detected} only) + torch")
     for i, sc in enumerate(scenarios):
         t0 = time.time()
-        # fp8 rows are judged against their bf16 row on the device's own tables; the other
+        # other kinds are judged against their bf16 row on the device's own tables; the other
         # hardware's tables are only other launch choices, which the bf16 rows already time
-        policies = all_policies if sc.cache == "bf16" else (hw_detected,)
+        policies = all_policies if sc.kind == "bf16" else (hw_detected,)
         row = {"name": sc.name.strip(), "R": sc.R, "ctx": sc.ctx, "Q": sc.Q, "mixed": sc.mixed,
-               "cache": sc.cache, "max_block": sc.max_block, "total_q": sc.total_q,
+               "kind": sc.kind, "q": sc.q, "cache": sc.cache, "max_block": sc.max_block,
+               "total_q": sc.total_q,
                "seq_len_sum": sum(sc.seq_lens), "seq_len_max": max(sc.seq_lens),
                "ours": {}, "explain": {}}
         fb, cache_bytes = sc.floor_bytes()
@@ -293,7 +302,7 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
         for hw in policies:
             try:
                 row["explain"][hw] = dict(generated.explain_index_decode(
-                    hw, "bf16", sc.cache, D, sc.R, sc.max_block, sc.total_q, 1, TOPK, sc.Q))
+                    hw, sc.q, sc.cache, D, sc.R, sc.max_block, sc.total_q, 1, TOPK, sc.Q))
             except Exception as e:  # noqa: BLE001
                 row["explain"][hw] = {"error": f"{type(e).__name__}: {e}"}
             fn = ours_fn(generated, sc, inp, hw)
@@ -342,9 +351,9 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
                 flush=other)
         row["target_policy"] = hw_detected
         row["policies"] = list(policies)
-        # an fp8 row's time over the bf16 row of its shape (run earlier)
+        # another kind's time over the bf16 row of its shape (run earlier)
         bf16_us = targets.decode_time(by_key.get(sc.key[:4] + ("bf16",)) or {})
-        if sc.cache != "bf16" and bf16_us and "median_us" in main:
+        if sc.kind != "bf16" and bf16_us and "median_us" in main:
             row["vs_bf16"] = main["median_us"] / bf16_us
         del inp, outs
         common.free_memory()
@@ -358,7 +367,8 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
                    f"floor={common.fmt_us(row['floor_us'])} µs"
                    + (f" match={row.get('match_rows')}/{row.get('rows')}" if 'rows' in row else "")
                    + ("" if row["policies_agree"] in (None, True) else " POLICIES DISAGREE")
-                   + (f" fp8/bf16={row['vs_bf16']:.2f}" if "vs_bf16" in row else "")
+                   + (f" TB/s={main['tb_per_s']:.2f}" if "tb_per_s" in main else "")
+                   + (f" {sc.kind}/bf16={row['vs_bf16']:.2f}" if "vs_bf16" in row else "")
                    + f" ({time.time() - t0:.1f}s)")
     return results
 

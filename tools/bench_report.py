@@ -21,7 +21,8 @@ import targets  # tools/targets.py
 # a result of record names its rows "R16 128k mix Q4" (bench.json pads the fields)
 RECORD_NAME = re.compile(r"R(\d+) (\d+)k( mix)? Q(\d+)$")
 RECORD_CACHE_BYTES_PER_TOKEN = 128 * 2  # the bench's shape: head_dim 128, bf16 cache
-ISSUES = {targets.ISSUE15: "vLLM's path measured side by side on one H200",
+ISSUES = {targets.ISSUE18: "input kinds: vLLM's fp32 / fp8 times, fp8 over bf16",
+          targets.ISSUE15: "vLLM's path measured side by side on one H200",
           targets.ISSUE5: "older, still open"}
 
 
@@ -54,7 +55,7 @@ def load_run(path):
         if "us" in row:  # a result of record: the µs per policy, the device's own first
             R, ctx, mixed, Q = RECORD_NAME.match(" ".join(row["name"].split())).groups()
             R, ctx, Q = int(R), int(ctx) * 1024, int(Q)
-            row.update(R=R, ctx=ctx, Q=Q, mixed=bool(mixed), cache="bf16",
+            row.update(R=R, ctx=ctx, Q=Q, mixed=bool(mixed), kind="bf16", cache="bf16",
                        ours={hw: {"median_us": t} for hw, t in row["us"].items()},
                        target_policy=next(iter(row["us"])), policies=list(row["us"]),
                        torch={"median_us": row.get("torch_us")},
@@ -209,7 +210,8 @@ def print_tables(report):
         policies = decode[0]["policies"]
         lines.append("")
         lines.append(f"decode indexer end to end (scores + top-16 + page-16 table), H=1 D=128: µs;"
-                     f" x_flr, TB/s for {tp}; fp8 rows run {tp} only")
+                     f" x_flr, TB/s for {tp}; other input kinds run {tp} only, kind/bf16 = "
+                     f"time over the bf16 row of the shape")
         lines.append(f"{'scenario':<20}" + "".join(f"{hw:>8}" for hw in policies)
                      + f"{'torch':>8}{'floor':>7}{'x_flr':>6}{'TB/s':>6}  notes")
         for r in decode:
@@ -218,7 +220,8 @@ def print_tables(report):
                             for hw in policies)
             main = o.get(tp, {})
             ref = r.get("torch") or {}
-            extra = f"  fp8/bf16 {r['vs_bf16']:.2f}" if r.get("vs_bf16") is not None else ""
+            extra = (f"  {targets.row_kind(r)}/bf16 {r['vs_bf16']:.2f}"
+                     if r.get("vs_bf16") is not None else "")
             if r.get("policies_agree") is False:
                 extra += " DISAGREE"
             if "rows" in r and r["match_rows"] != r["rows"]:
@@ -313,7 +316,8 @@ def plot(report, path):
     except ImportError:
         common.say("plot skipped: matplotlib is not installed here")
         return False
-    decode = [r for r in report.get("decode") or [] if r["ours"] and r["cache"] == "bf16"]
+    decode = [r for r in report.get("decode") or []
+              if r["ours"] and targets.row_kind(r) == "bf16"]
     if not decode:
         common.say("plot skipped: no decode results")
         return False

@@ -1,7 +1,10 @@
 """The performance targets tools/bench.py and tools/hostcost.py judge, as data, and the
 verdicts on a bench.json.
 
-Issue 15 (the targets in force): vLLM's path measured side by side on one H200, issue 15 —
+Issue 18: the input kinds other than bf16 (tools/bench.py's KINDS): vLLM's common Triton
+indexer on fp32 and fp8 inputs, measured beside ours on H200s (2026-12-01), and the fp8 kinds'
+time over our bf16 time of the same row.
+Issue 15: vLLM's path measured side by side on one H200, issue 15 —
 its common Triton indexer (ids only) and its CUDA fp32 router kernel, CUDA-graph replay with
 L2 flushed before each replay, median µs. Issue 5 (older): the decode rows it set that issue
 15 sets nothing for and that are still open (docs/OPEN_PROBLEMS.md), and its router limit
@@ -13,6 +16,7 @@ into ``row["targets"]``.
 """
 from __future__ import annotations
 
+ISSUE18 = "issue 18"
 ISSUE15 = "issue 15"
 ISSUE5 = "issue 5"
 LE, GE = "≤", "≥"
@@ -31,9 +35,18 @@ SMALL_CONTEXT_US = {
     (1, 8192, 4): 6.0,
     (4, 32768, 4): 15.0,
 }
-# fp8 e4m3 cache time / bf16 cache time of the same row: (smallest context, limit), largest
-# context first; contexts below the last entry have no limit
+# fp8 kinds (fp8 cache with a bf16 query, fp8 query and cache): their time / the bf16 row's,
+# (smallest context, limit), largest context first; contexts below the last have no limit
 FP8_RATIO = ((32768, 0.6), (8192, 1.0))
+FP8_KINDS = ("fp8kv", "fp8")
+# vLLM's common Triton indexer, ids only, µs per input kind, at (R, context, Q)
+VLLM_KIND_US = {
+    "fp32": {(1, 8192, 4): 14.0, (4, 32768, 4): 33.4, (16, 131072, 1): 285.7,
+             (64, 8192, 4): 83.1, (64, 131072, 1): 1097.8},
+    "fp8": {(1, 8192, 4): 12.2, (4, 32768, 4): 16.5, (16, 131072, 1): 86.3,
+            (64, 8192, 4): 33.6, (64, 131072, 1): 323.4},
+}
+VLLM_KIND_ROWS = sorted({k for rows in VLLM_KIND_US.values() for k in rows})
 
 # router GEMM (K, N) -> vLLM's CUDA kernel µs for M = ROUTER_MS, cold L2, bf16 x (fp32 x was
 # within ±0.6 µs: the same limits for both x dtypes)
@@ -100,15 +113,25 @@ def decode_time(row):
     return (row.get("ours") or {}).get(row.get("target_policy"), {}).get("median_us")
 
 
+def row_kind(row) -> str:
+    """A bench row's input kind (rows of older runs name only an fp8 cache)."""
+    return row.get("kind") or ("bf16" if row.get("cache", "bf16") == "bf16" else "fp8kv")
+
+
 def decode_verdicts(row) -> list:
     t = decode_time(row)
     if row.get("mixed"):
         return []
-    if row.get("cache", "bf16") != "bf16":
-        limit = fp8_ratio_limit(row["ctx"])
-        if limit is None:
-            return []
-        return [verdict(ISSUE15, "fp8/bf16", row.get("vs_bf16"), LE, limit, "×")]
+    kind = row_kind(row)
+    if kind != "bf16":
+        out = []
+        limit = fp8_ratio_limit(row["ctx"]) if kind in FP8_KINDS else None
+        if limit is not None:
+            out.append(verdict(ISSUE18, f"{kind}/bf16", row.get("vs_bf16"), LE, limit, "×"))
+        vllm = VLLM_KIND_US.get(kind, {}).get((row["R"], row["ctx"], row["Q"]))
+        if vllm is not None:
+            out.append(verdict(ISSUE18, "≤ vLLM", t, LE, vllm, "µs"))
+        return out
     out = [verdict(issue, what, t, LE, limit, "µs")
            for issue, what, limit in decode_time_limits(row["R"], row["ctx"], row["Q"])]
     if is_large_batch(row["R"], row["ctx"]):
