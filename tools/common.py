@@ -140,12 +140,38 @@ def flush_l2(mode: str | None = None) -> None:
         raise ValueError(f"flush mode: one of {FLUSH_MODES}, got {mode!r}")
 
 
-def replay_times(replay, reps: int, flush: bool = True, flush_mode: str | None = None) -> list:
-    """Per-sample µs of ``replay()`` (a graph replay or an eager call), L2 flushed before each."""
+# Discarded replays before any timing: the first kernel timed right after heavy torch work
+# (multi-GB references, big allocations) runs ~13 % slow for a few milliseconds, whichever it is.
+SETTLE_S = 0.02
+
+
+def settle(replay, flush: bool = True, flush_mode: str | None = None) -> int:
+    """Replay (L2 flushed as the timing will be) until SETTLE_S of wall time has passed, at
+    least twice (the first replay also uploads a graph). Returns the number of replays."""
     import torch
 
-    replay()  # first replay uploads the graph; keep it out of the samples
-    torch.cuda.synchronize()
+    t0, n = time.perf_counter(), 0
+    while n < 2 or time.perf_counter() - t0 < SETTLE_S:
+        if flush:
+            flush_l2(flush_mode)
+        replay()
+        torch.cuda.synchronize()
+        n += 1
+    return n
+
+
+def replay_times(replay, reps: int, flush: bool = True, flush_mode: str | None = None,
+                 settled: bool = False) -> list:
+    """Per-sample µs of ``replay()`` (a graph replay or an eager call), L2 flushed before each,
+    after the discarded replays of `settle` (``settled``: the caller settled already, e.g. the
+    tuner's settle round; one discarded replay still uploads the graph)."""
+    import torch
+
+    if settled:
+        replay()
+        torch.cuda.synchronize()
+    else:
+        settle(replay, flush, flush_mode)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):

@@ -4,17 +4,16 @@
 #   bash tools/gpu_check.sh             # GPU tests, then the benchmark
 #   bash tools/gpu_check.sh verify      # GPU tests + quick bench (the first call of a session)
 #   bash tools/gpu_check.sh bench-only  # only the benchmark
-#   bash tools/gpu_check.sh tune router [measure options]   # measure one section twice: in a
-#   bash tools/gpu_check.sh tune decode [measure options]   #   fresh process, then in a used one
+#   bash tools/gpu_check.sh tune router [measure options]   # measure one section (one run file;
+#   bash tools/gpu_check.sh tune decode [measure options]   #   repeat on a second machine)
 #   bash tools/gpu_check.sh state       # why rows are slower in a used process (explore_state)
 #
-# `tune SECTION` writes $OUT/tune_<section>_fresh.json and $OUT/tune_<section>_used.json (the
-# used process first runs tools/bench.py's first 20 decode scenarios), each with its log;
-# with --inputs, tune_decode_<inputs>_*.json (choose each inputs' runs in their own call). Each
-# measurement stops timing after TUNE_BUDGET_S seconds (default 200; the compile warm-up and
-# the used workload come on top), so both fit one 10-minute call; split decode by context when
-# it does not (`tune decode --contexts 131072`). Fetch the files, do the same on a second
-# machine, then on the CPU: python3 -m tools.tune choose DIR/*.json --write; codegen regenerate.
+# `tune SECTION` writes $OUT/tune_<section>.json and its log; with --inputs,
+# tune_decode_<inputs>.json (choose each inputs' runs in their own call). The measurement stops
+# timing after TUNE_BUDGET_S seconds (default 400; the compile warm-up comes on top); split
+# decode by context when it does not fit (`tune decode --contexts 131072`). Fetch the files, do
+# the same on a second machine, then on the CPU: python3 -m tools.tune choose DIR/*.json
+# --write; codegen regenerate.
 #
 # The GPU tests run in GPU_TEST_JOBS (default 8) pytest-xdist processes sharing the GPU: they
 # are compile-bound and check results only (no timing). Logs and results land in $OUT:
@@ -60,14 +59,10 @@ if [ "$MODE" = tune ]; then
       name="${SECTION}_$(printf '%s' "${args[$((i + 1))]:-}" | tr -c 'A-Za-z0-9_' '_')"
     fi
   done
-  for state in fresh used; do
-    echo "== tune $SECTION, $state process ($(date -u +%T))"
-    $PY -m tools.tune measure --sections "$SECTION" --state "$state" \
-        --budget-s "${TUNE_BUDGET_S:-200}" --out "$OUT/tune_${name}_${state}.json" "$@" \
-        2>&1 | tee "$OUT/tune_${name}_${state}.log"
-    rc=$?
-    [ "$rc" != 0 ] && tune_rc=$rc
-  done
+  echo "== tune $SECTION ($(date -u +%T))"
+  $PY -m tools.tune measure --sections "$SECTION" --budget-s "${TUNE_BUDGET_S:-400}" \
+      --out "$OUT/tune_${name}.json" "$@" 2>&1 | tee "$OUT/tune_${name}.log"
+  tune_rc=$?
 fi
 
 if [ "$MODE" = state ]; then

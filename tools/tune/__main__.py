@@ -74,6 +74,8 @@ def parse_args(argv=None):
                         "are measured with the default inputs)")
     m.add_argument("--contexts", type=common.int_list, default=None,
                    help="decode contexts (tokens) only, e.g. 131072")
+    m.add_argument("--requests", type=common.int_list, default=None,
+                   help="decode request counts only (among the representatives), e.g. 1,4,16,64")
     c = sub.add_parser("choose", help="choose rows from run files; --write writes them")
     c.add_argument("runs", nargs="+", help="run files of `measure` (states, machines)")
     c.add_argument("--write", action="store_true", help="write specs/measured/<target>.json")
@@ -137,7 +139,7 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None, used=
     out_dir = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(out_dir, exist_ok=True)
     run["warm"] = warm_up(space, args.sections, args.jobs, max(60.0, 0.5 * args.budget_s),
-                          args.shapes, args.contexts)
+                          args.shapes, args.contexts, args.requests)
     if args.state == "used":
         t = time.time()
         run["run"]["used_workload"] = used(args.used_scenarios, out_dir)
@@ -154,7 +156,7 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None, used=
             common.write_json(args.out, run, indent=None)
 
     r.progress = save
-    for section, go in (("decode", lambda: r.decode(args.contexts)),
+    for section, go in (("decode", lambda: r.decode(args.contexts, args.requests)),
                         ("router", lambda: r.router(args.shapes))):
         if section in args.sections:
             try:

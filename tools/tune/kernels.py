@@ -124,7 +124,8 @@ class GpuDevice:
         """Capture ``fn`` once in a CUDA graph; the sampler times n replays (L2 flushed before
         each, common.replay_times) and returns their µs."""
         graph = common.capture_graph(fn, warmup=1)
-        return lambda n: common.replay_times(graph.replay, n)
+        # measure.interleave settles every candidate of a bucket once before its rounds
+        return lambda n: common.replay_times(graph.replay, n, settled=True)
 
     def release(self):
         common.free_memory(collect=True)

@@ -12,7 +12,8 @@ Within a bucket, every (candidate, representative) is checked once against the r
 result, captured once in a CUDA graph, then timed in ``rounds`` rounds: each round takes
 ``per_round`` L2-flushed replays of every candidate (its median is the round's value), in an
 order rotated by one step per round, so slow drift and a neighbour's after-effects spread over
-all candidates instead of favouring the ones that happened to run early. A candidate's time
+all candidates instead of favouring the ones that happened to run early; a discarded settle
+round comes first (`interleave`). A candidate's time
 is the median of its rounds; the rounds themselves are kept (`choose` derives the noise from
 them). ``python3 -m tools.tune choose`` merges runs of several states and machines.
 """
@@ -28,9 +29,13 @@ from .space import as_json
 
 
 def interleave(samplers: dict, rounds: int, per_round: int) -> dict:
-    """key -> [round medians]: every sampler once per round, starting one key later each
-    round (rotation), ``per_round`` samples each."""
+    """key -> [round medians]: a discarded settle round of every sampler first (the first
+    kernel timed after heavy torch work, such as the reference a bucket computes, runs ~13 %
+    slow for a few milliseconds whichever it is), then every sampler once per round, starting
+    one key later each round (rotation), ``per_round`` samples each."""
     keys = list(samplers)
+    for k in keys:
+        samplers[k](per_round)
     out = {k: [] for k in keys}
     for r in range(rounds):
         shift = r % len(keys) if keys else 0
@@ -116,8 +121,8 @@ class Run:
         self._said("router", f"{shape} M {lo}-{hi}", len(cands), len(reps), t)
 
     # -- decode --------------------------------------------------------------------------
-    def decode(self, contexts=None):
-        for R, Q, mb in self.space.decode_points(contexts):
+    def decode(self, contexts=None, requests=None):
+        for R, Q, mb in self.space.decode_points(contexts, requests):
             self._plan("index_score", self.space.score_bucket(R, Q, mb))
             for bucket in self.space.topk_buckets(R, Q, mb):
                 self._plan("index_topk", bucket)

@@ -238,15 +238,19 @@ class Space:
         return self._with_anchors(cands, "router_gemm", {"shape": (K, N), "num_tokens": (lo, hi)})
 
     # -- decode --------------------------------------------------------------------------------
-    def decode_points(self, contexts=None) -> list:
+    def decode_points(self, contexts=None, requests=None) -> list:
         """(R, Q, max_block) measured, largest inputs first: the multi-GB caches are allocated
-        before anything else fragments the device's memory (the 'fresh' state, docs/OPEN_PROBLEMS.md)."""
+        before anything else fragments the device's memory. ``contexts`` / ``requests`` keep
+        those contexts (tokens) / request counts only (a bucket whose representatives are all
+        left out is not planned, so its row stays)."""
         rs = sorted({r for reps in self.req_reps.values() for r in reps})
         mbs = sorted(set(self.score_mb_buckets.values()))
         if self.quick:
             rs, mbs = [1, 4, 16, 64], [64, 1024]
         if contexts:
             mbs = [mb for mb in mbs if mb * self.block in contexts]
+        if requests:
+            rs = [r for r in rs if r in requests]
         points = [(R, Q, mb) for mb in mbs for R in rs for Q in sorted(self.q_buckets.values())]
         return sorted(points, key=lambda p: (-p[0] * p[2], -p[1]))
 
@@ -289,6 +293,10 @@ class Space:
         p = self.params[SPLIT]
         options = ((4, 3), (2, 1)) if self.quick else ((2, 1), (2, 3), (4, 1), (4, 2), (4, 3),
                                                        (8, 3))
+        if "fp32" in (self.inputs["q_dtype"], self.inputs["cache_dtype"]):
+            # fp32 scoring (3xTF32) holds a split copy of each 64 KiB page: compiled for sm_90,
+            # 2 warps spill heavily and 4 warps spill ~400 bytes; 8 warps do not
+            options = ((4, 3), (8, 2)) if self.quick else ((4, 2), (4, 3), (8, 2), (8, 3))
         chunks = [c for c in pow2_values(p["kv_chunks"], lo=8)
                   if c <= max(8, mb) and R * c <= 64 * self.sms] or [8]
         out = [(SPLIT, dict(kv_chunks=c, high_batch=False, static_chunks=static, num_warps=w,

@@ -22,7 +22,7 @@ def _int_class(n: int) -> int:
     return 1 if n == 1 else (16 if n % 16 == 0 else 0)
 
 
-def warm_groups(space, sections, shapes=None, contexts=None) -> list:
+def warm_groups(space, sections, shapes=None, contexts=None, requests=None) -> list:
     """Disjoint groups of launch tasks covering every compile the timing loop will need,
     longest first (a decode compile costs several router compiles)."""
     groups: dict = {}
@@ -45,7 +45,7 @@ def warm_groups(space, sections, shapes=None, contexts=None) -> list:
                             (params["block_k"], params["num_warps"], _int_class(m)),
                             ("router", shape, m, dt, kernel, params))
     if "decode" in sections:
-        for R, Q, mb in space.decode_points(contexts):
+        for R, Q, mb in space.decode_points(contexts, requests):
             fixed = space.fixed_selector(R, Q, mb)
             default = space.default("index_score", space.score_bucket(R, Q, mb))
             for variant, params in space.scorer_candidates_at(R, Q, mb):
@@ -103,11 +103,11 @@ def _worker(args):
     return ok, errors
 
 
-def warm(space, sections, jobs=None, timeout_s=240.0, shapes=None, contexts=None,
+def warm(space, sections, jobs=None, timeout_s=240.0, shapes=None, contexts=None, requests=None,
          say=common.say) -> dict:
     """Run the warm-up pool; returns what it did (for the run file)."""
     jobs = min(14, max(1, (os.cpu_count() or 2) - 2)) if jobs is None else jobs
-    work = warm_groups(space, sections, shapes, contexts)
+    work = warm_groups(space, sections, shapes, contexts, requests)
     if jobs <= 0 or not work:
         return {"skipped": True}
     consts = {"block": space.block, "head_dim": space.head_dim, "topk": space.topk,
