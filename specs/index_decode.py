@@ -30,6 +30,10 @@ CONSTANTS = (
     ("MAX_SPARSE_BLOCKS", 65535),  # exclusive: block ids must fit the 16-bit tie field
     ("SCORE_ROW_ALIGN", 16),  # score rows are padded to a multiple of this
     ("MAX_TOPK", 512),  # the selector's widest tile
+    # fp32 scoring: exact FMAs over the real query lanes (H · next_pow2(Qmax)) up to this many,
+    # 3xTF32 tensor cores above (H200, 2026-12-01: one lane 246 vs 299 µs at 16 × 128k, four
+    # lanes 86 vs 109 µs at 64 × 8k, best launch of each)
+    ("FP32_FMA_MAX_LANES", 1),
 )
 HARDWARE = tuple(hw.name for hw in _HARDWARE)
 # Input dtypes (docs/KERNELS.md §14.4): fp32 queries / cache are scored at fp32 accuracy (3xTF32

@@ -33,7 +33,7 @@ def selector(pdl: bool, emit: bool) -> str:
 def scorer(launch_dependents: bool) -> str:
     return _ptx(index_score._score_split_kernel,
                 {"idx_q_ptr": "*bf16", "kv_ptr": "*bf16", "scores_ptr": "*fp32"},
-                dict(H=1, D=128, BLOCK_SIZE_Q=4, LANES=16, STATIC_CHUNKS=True,
+                dict(H=1, D=128, BLOCK_SIZE_Q=4, LANES=16, PRODUCTS="native", STATIC_CHUNKS=True,
                      LAUNCH_DEPENDENTS=launch_dependents), num_warps=4, num_stages=2)
 
 

@@ -84,16 +84,22 @@ def router(shape=(6144, 256), block_m=4, block_k=512, warps=4, x="bf16", w="fp32
 
 def scorer(q="bf16", cache="bf16", head_dim=128, heads=1, block_q=1, warps=4, stages=2,
            static_chunks=False):
-    """The split-K scorer on contiguous inputs."""
+    """The split-K scorer on contiguous inputs, with the products its launcher picks on an
+    sm_90 device (`index_score.score_products`: fp32 beyond one lane is 3xTF32 there)."""
+    import torch
+
     from generated import index_score
 
-    lanes = max(index_score.MIN_DOT_ROWS, block_q * heads)  # what the launcher passes
+    real = block_q * heads
+    products = index_score.score_products(common.torch_dtype(q), common.torch_dtype(cache), real,
+                                          torch.device("cpu"))
+    products = "tf32x3" if products == "ieee" else products  # sm_90 has TF32 tensor cores
+    lanes = real if products == "fma" else max(index_score.MIN_DOT_ROWS, real)
     return compile_kernel(
         index_score._score_split_kernel,
         {"idx_q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "scores_ptr": "*fp32"},
-        dict(H=heads, D=head_dim, BLOCK_SIZE_Q=block_q, LANES=lanes,
-             FP32_DOT="tf32x3", STATIC_CHUNKS=static_chunks, LAUNCH_DEPENDENTS=False,
-             stride_sl=1, stride_qd=1,
+        dict(H=heads, D=head_dim, BLOCK_SIZE_Q=block_q, LANES=lanes, PRODUCTS=products,
+             STATIC_CHUNKS=static_chunks, LAUNCH_DEPENDENTS=False, stride_sl=1, stride_qd=1,
              stride_kd=1, stride_sb=1),
         div16=("stride_qt", "stride_qh", "stride_kp", "stride_kt", "stride_sh", "stride_st"),
         num_warps=warps, num_stages=stages)

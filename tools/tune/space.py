@@ -284,19 +284,28 @@ class Space:
         tiles = pow2_values(self.params[FUSED]["topk_tile"])
         return next((t for t in tiles if mb_hi is not None and mb_hi <= t), None)
 
-    def scorer_candidates(self, R, mb, mb_bucket) -> list:
+    def scorer_options(self, Q) -> tuple:
+        """(num_warps, num_stages) regimes swept for the inputs at Qmax bucket ``Q``."""
+        if "fp32" not in (self.inputs["q_dtype"], self.inputs["cache_dtype"]):
+            return ((4, 3), (2, 1)) if self.quick else ((2, 1), (2, 3), (4, 1), (4, 2), (4, 3),
+                                                        (8, 3))
+        lanes = self.inputs["num_heads"] * pow2ceil(Q)
+        if lanes <= self.reg.variants[SPLIT].constant("FP32_FMA_MAX_LANES"):
+            # exact FMAs over the real lanes: loads go straight to registers (no pipelining);
+            # more warps per program hold more of the page in flight (16 won on the H200)
+            return ((8, 1), (16, 1)) if self.quick else ((4, 1), (8, 1), (8, 2), (16, 1))
+        # 3xTF32 holds a split copy of each 64 KiB page: compiled for sm_90, 2 warps spill
+        # heavily and 4 warps ~400 bytes; 8 warps do not
+        return ((4, 3), (8, 2)) if self.quick else ((4, 2), (4, 3), (8, 2), (8, 3))
+
+    def scorer_candidates(self, R, Q, mb, mb_bucket) -> list:
         """Split-K: kv_chunks 8..max (≤ max(8, blocks), R·chunks ≤ 64·SMs) × (warps, stages)
         regimes (2 warps / 1 stage reads K straight into registers: it beat 4/3 at 64 × 128k
         once); static chunks in the two regimes that win most; balanced for R ≤ 16 (compiled
         per R) with 1-8 programs per SM; the single launch for R ≤ 16 where one tile holds the
         whole max_block bucket, 32 ≤ R·chunks ≤ 512. high_batch (gfx950's grid) is not swept."""
         p = self.params[SPLIT]
-        options = ((4, 3), (2, 1)) if self.quick else ((2, 1), (2, 3), (4, 1), (4, 2), (4, 3),
-                                                       (8, 3))
-        if "fp32" in (self.inputs["q_dtype"], self.inputs["cache_dtype"]):
-            # fp32 scoring (3xTF32) holds a split copy of each 64 KiB page: compiled for sm_90,
-            # 2 warps spill heavily and 4 warps spill ~400 bytes; 8 warps do not
-            options = ((4, 3), (8, 2)) if self.quick else ((4, 2), (4, 3), (8, 2), (8, 3))
+        options = self.scorer_options(Q)
         chunks = [c for c in pow2_values(p["kv_chunks"], lo=8)
                   if c <= max(8, mb) and R * c <= 64 * self.sms] or [8]
         out = [(SPLIT, dict(kv_chunks=c, high_batch=False, static_chunks=static, num_warps=w,
@@ -388,7 +397,7 @@ class Space:
 
     def scorer_candidates_at(self, R, Q, mb) -> list:
         bucket = self.score_bucket(R, Q, mb)
-        return self._with_anchors(self.scorer_candidates(R, mb, bucket["max_block"]),
+        return self._with_anchors(self.scorer_candidates(R, Q, mb, bucket["max_block"]),
                                   "index_score", bucket)
 
     def selector_candidates_at(self, R, Q, mb) -> list:
