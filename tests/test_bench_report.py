@@ -140,3 +140,16 @@ def test_every_target_names_a_row_the_bench_runs():
         assert generated.ROUTER_GEMM_LIMITS[shape][1] >= max(targets.ROUTER_MS)
         assert len(times) == len(targets.ROUTER_MS) and list(times) == sorted(times)
     assert set(targets.ROUTER_MS) <= set(ms)
+
+
+def test_a_condensed_run_is_judged_like_the_run(two_runs, tmp_path):
+    """--condense writes a result of record (input kinds and ratios kept) whose verdicts are
+    the run's."""
+    out = tmp_path / "record.json"
+    bench_report.main([two_runs[1], "--condense", str(out), "--source", "test"])
+    record = json.loads(out.read_text())
+    assert record["source"] == "test"
+    assert [r["name"] for r in record["decode"]][-1] == "R4 32k Q4 fp8kv"
+    run, back = bench_report.load_run(two_runs[1]), bench_report.load_run(str(out))
+    assert back["decode"][-1]["kind"] == "fp8kv"
+    assert _verdicts([back]) == _verdicts([run])

@@ -5,6 +5,8 @@ and the spread of several runs.
     python3 tools/bench_report.py RUN1/bench.json RUN2/bench.json ...
         # per row: each run's median µs, min, max and spread = (max - min) / min; each target
         # judged on the worst run, and how many runs pass it
+    python3 tools/bench_report.py RUN/bench.json --condense docs/results/DATE_h200_X.json \
+        --source "what the run was"   # a result of record
 
 It reads bench.json and the condensed results of record (docs/results/*_bench*.json).
 """
@@ -18,8 +20,9 @@ import re
 import common  # tools/common.py
 import targets  # tools/targets.py
 
-# a result of record names its rows "R16 128k mix Q4" (bench.json pads the fields)
-RECORD_NAME = re.compile(r"R(\d+) (\d+)k( mix)? Q(\d+)$")
+# a result of record names its rows "R16 128k mix Q4" or "R4 32k Q4 fp8kv" (bench.json pads
+# the fields; the kind, tools/bench.py's KINDS, is absent for bf16)
+RECORD_NAME = re.compile(r"R(\d+) (\d+)k( mix)? Q(\d+)(?: (\w+))?$")
 RECORD_CACHE_BYTES_PER_TOKEN = 128 * 2  # the bench's shape: head_dim 128, bf16 cache
 ISSUES = {targets.ISSUE18: "input kinds: vLLM's fp32 / fp8 times, fp8 over bf16",
           targets.ISSUE15: "vLLM's path measured side by side on one H200",
@@ -53,13 +56,14 @@ def load_run(path):
         report = json.load(f)
     for row in report.get("decode") or []:
         if "us" in row:  # a result of record: the µs per policy, the device's own first
-            R, ctx, mixed, Q = RECORD_NAME.match(" ".join(row["name"].split())).groups()
+            R, ctx, mixed, Q, kind = RECORD_NAME.match(" ".join(row["name"].split())).groups()
             R, ctx, Q = int(R), int(ctx) * 1024, int(Q)
-            row.update(R=R, ctx=ctx, Q=Q, mixed=bool(mixed), kind="bf16", cache="bf16",
+            row.update(R=R, ctx=ctx, Q=Q, mixed=bool(mixed), kind=kind or "bf16",
                        ours={hw: {"median_us": t} for hw, t in row["us"].items()},
                        target_policy=next(iter(row["us"])), policies=list(row["us"]),
-                       torch={"median_us": row.get("torch_us")},
-                       cache_bytes=R * ctx * RECORD_CACHE_BYTES_PER_TOKEN)
+                       torch={"median_us": row.get("torch_us")})
+            row.setdefault("cache", "bf16")
+            row.setdefault("cache_bytes", R * ctx * RECORD_CACHE_BYTES_PER_TOKEN)
     for row in report.get("router") or []:
         if "ours_us" in row:
             row.update(x_dtype=row["x"], ours={"median_us": row["ours_us"]},
@@ -293,12 +297,48 @@ def print_spread(reports, paths):
     print("\n".join(lines), flush=True)
 
 
+def condense(report, source: str) -> dict:
+    """A bench.json as a result of record (docs/results/): per decode row its µs per policy
+    (the device's own first), floor, cache bytes, input kind and ratio to the bf16 row; per
+    router row ours, F.linear and the launch. `load_run` reads it back."""
+    decode = []
+    for r in report.get("decode") or []:
+        us = {hw: round(t["median_us"], 2) for hw, t in r["ours"].items() if "median_us" in t}
+        row = {"name": " ".join(r["name"].split()), "us": us,
+               "floor_us": round(r["floor_us"], 2), "cache": r["cache"],
+               "cache_bytes": r["cache_bytes"]}
+        if r.get("vs_bf16") is not None:
+            row["vs_bf16"] = round(r["vs_bf16"], 3)
+        if (r.get("torch") or {}).get("median_us") is not None:
+            row["torch_us"] = round(r["torch"]["median_us"], 1)
+        decode.append(row)
+    router = [{"K": r["K"], "N": r["N"], "M": r["M"], "x": r["x_dtype"],
+               "ours_us": round(router_time(r), 2) if router_time(r) is not None else None,
+               "linear_us": round((r.get("linear") or {}).get("median_us") or 0, 2) or None,
+               "floor_us": r.get("floor_us"), "ours_minus_empty_us": r.get("ours_minus_empty_us"),
+               "launch": r.get("launch")} for r in report.get("router") or []]
+    out = {"source": source, "env": report.get("env"), "router": router, "decode": decode}
+    if (report.get("empty_kernel") or {}).get("median_us") is not None:
+        out["empty_kernel_us"] = round(report["empty_kernel"]["median_us"], 2)
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", metavar="bench.json",
                    help="one run: its tables; several: the spread and worst-run verdicts")
+    p.add_argument("--condense", metavar="OUT.json",
+                   help="write the (one) run as a result of record instead (docs/results/)")
+    p.add_argument("--source", default="", help="--condense: what the run was")
     args = p.parse_args(argv)
     reports = [load_run(path) for path in args.runs]
+    if args.condense:
+        if len(reports) != 1:
+            p.error("--condense takes one run")
+        with open(args.condense, "w", encoding="utf-8") as f:
+            json.dump(condense(reports[0], args.source), f, indent=1, ensure_ascii=False)
+            f.write("\n")
+        return
     if len(reports) == 1:
         print_tables(reports[0])
     else:
