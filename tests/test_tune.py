@@ -3,8 +3,8 @@ loops, the choice and the writer.
 
 Covered: facts from the registry, interleaved rounds, the correctness guard, writing a new
 target (a fake B200), re-tuning one half (router vs decode keep the other), refusing targets
-whose tables are hand-written (gfx950), merging fresh/used runs of two machines, the
-worst-case choice, the "within noise -> simpler candidate" rule, the used-state workload.
+whose tables are hand-written (gfx950), merging runs of several machines, the worst-case
+choice, the "within noise -> simpler candidate" rule, timing hygiene (the settle round).
 """
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ class FakeDevice:
         self.released += 1
 
 
-def fake_run(space, dev, sections, state="fresh", machine="GPU-a", shapes=None, contexts=None):
+def fake_run(space, dev, sections, machine="GPU-a", shapes=None, contexts=None):
     """A run file as `measure` writes it, measured on the fake device."""
     r = measure.Run(space, dev, rounds=2, per_round=1, budget_s=1e9, say=lambda *a: None)
     if "decode" in sections:
@@ -149,7 +149,7 @@ def fake_run(space, dev, sections, state="fresh", machine="GPU-a", shapes=None, 
             "format": cli.RUN_FORMAT,
             "target": {"name": space.target.name, "declared": space.target.name != "sm_100",
                        "hardware": target.hardware_dict(space.target)},
-            "run": {"state": state, "machine": machine, "date": "2000-01-01 00:00:00 UTC",
+            "run": {"machine": machine, "date": "2000-01-01 00:00:00 UTC",
                     "device": "FAKE", "driver": None, "torch": "0", "triton": "0", "sms": 132,
                     "command": "fake"},
             "sections": sorted(sections), "inputs": space.inputs, "points": r.points,
@@ -241,7 +241,7 @@ def test_measure_and_choose_find_the_fake_optimum(sm90):
     timed = [c for p in run["points"] for c in p["candidates"] if "us" in c]
     assert all(c["rounds"] and len(c["rounds"]) == 2 for c in timed)
     rows, report, labels = choose.choose([run], sm90)
-    assert labels == ["fresh@GPU-a"] and not any(line.startswith("  keep") for line in report)
+    assert labels == ["GPU-a"] and not any(line.startswith("  keep") for line in report)
     by = {json.dumps({a: v for a, v in r.items() if a in ("shape", "num_tokens", "max_q",
                                                           "max_block", "num_reqs",
                                                           "rows_x_heads")}): r for r in rows}
@@ -282,7 +282,7 @@ def test_a_failing_point_is_recorded_and_the_others_measured(sm90):
 
 
 # ---------------------------------------------------------------------------------------------
-# choice: worst case over states and machines, noise rule
+# choice: worst case over machines, noise rule
 
 
 def _point(table, bucket, rep, cands, spread=0.0):
@@ -293,13 +293,13 @@ def _point(table, bucket, rep, cands, spread=0.0):
                            for c, p, us in cands]}
 
 
-def _synthetic(state, machine, table, bucket, times: dict, spread=0.0):
+def _synthetic(machine, table, bucket, times: dict, spread=0.0):
     """A run with one bucket: times = {(choice, params json): {rep: µs}}."""
     reps = sorted({r for t in times.values() for r in t})
     points = [_point(table, bucket, rep, [(c, json.loads(p), t[rep]) for (c, p), t in
                                           times.items()], spread) for rep in reps]
     return {"format": cli.RUN_FORMAT, "target": {"name": "sm_90", "declared": True},
-            "run": {"state": state, "machine": machine, "sms": 132},
+            "run": {"machine": machine, "sms": 132},
             "sections": ["decode" if table != "router_gemm" else "router"],
             "inputs": dict(MEASURED_SCORE), "points": points}
 
@@ -312,53 +312,50 @@ def _split(chunks, static, warps=4, stages=3):
                            num_warps=warps, num_stages=stages))
 
 
-def test_states_and_machines_merge_and_the_worst_case_wins(sm90):
-    """The issue's R64 128k Q1 case: ours 492 µs fresh but 555 used; a steadier candidate
-    512 / 521 wins by the worst case; every state × machine is recorded under its label."""
-    fast_fresh = ("index_score_split", _split(128, True))
+def test_machines_merge_and_the_worst_case_wins(sm90):
+    """An R64 128k Q1 case: one candidate takes 492 µs on one machine but 555 on another; a
+    steadier candidate 512 / 521 wins by the worst case; every machine is recorded under its
+    label."""
+    fast_sometimes = ("index_score_split", _split(128, True))
     steady = ("index_score_split", _split(256, False, 4, 2))
     default = ("index_score_split", json.dumps(dict(kv_chunks=8, high_batch=False,
                                                     static_chunks=False, num_warps=None,
                                                     num_stages=None)))
     runs = []
-    for machine, scale in (("GPU-a", 1.0), ("GPU-b", 1.02)):
-        for state, ours, theirs in (("fresh", 492, 512), ("used", 555, 521)):
-            runs.append(_synthetic(state, machine, "index_score", R64, {
-                fast_fresh: {"R64 Q1 mb1024": ours * scale},
-                steady: {"R64 Q1 mb1024": theirs * scale},
-                default: {"R64 Q1 mb1024": 600 * scale}}))
+    for machine, ours, theirs, scale in (("GPU-a", 492, 512, 1.0), ("GPU-b", 555, 521, 1.0),
+                                         ("GPU-c", 492, 512, 1.02), ("GPU-d", 555, 521, 1.02)):
+        runs.append(_synthetic(machine, "index_score", R64, {
+            fast_sometimes: {"R64 Q1 mb1024": ours * scale},
+            steady: {"R64 Q1 mb1024": theirs * scale},
+            default: {"R64 Q1 mb1024": 600 * scale}}))
     rows, report, labels = choose.choose(runs, sm90)
-    assert labels == ["fresh@GPU-a", "used@GPU-a", "fresh@GPU-b", "used@GPU-b"]
+    assert labels == ["GPU-a", "GPU-b", "GPU-c", "GPU-d"]
     (row,) = rows
     assert row["params"]["kv_chunks"] == 256 and row["measured"]["rule"] == "fastest"
     us = row["measured"]["winner"]["us"]["R64 Q1 mb1024"]
-    assert us == {"fresh@GPU-a": 512, "used@GPU-a": 521, "fresh@GPU-b": 522.24,
-                  "used@GPU-b": 531.42}
+    assert us == {"GPU-a": 512, "GPU-b": 521, "GPU-c": 522.24, "GPU-d": 531.42}
     runner = row["measured"]["runner_up"]
-    assert runner["params"]["kv_chunks"] == 128 and runner["us"]["R64 Q1 mb1024"][
-        "used@GPU-a"] == 555
+    assert runner["params"]["kv_chunks"] == 128 and runner["us"]["R64 Q1 mb1024"]["GPU-b"] == 555
     assert row["measured"]["winner"]["worst"] == round(512 / 492, 4)
     # a bucket one of the runs did not measure keeps its row
     runs[3]["points"] = []
     rows, report, _ = choose.choose(runs, sm90)
-    assert rows == [] and "not measured by used@GPU-b" in report[0]
+    assert rows == [] and "not measured by GPU-d" in report[0]
 
 
 def test_runs_split_by_context_each_decide_their_own_buckets(sm90):
-    """Decode measured in separate calls per context (fresh + used each, two machines): every
-    bucket is decided by the four runs that planned it; the guard for robustness is quiet."""
-    runs = [fake_run(sm90, FakeDevice(), {"decode"}, state=state, machine=machine,
-                     contexts=[ctx])
-            for ctx in (8192, 131072) for machine in ("GPU-a", "GPU-b")
-            for state in ("fresh", "used")]
+    """Decode measured in separate calls per context on two machines: every bucket is decided
+    by the two runs that planned it; the guard for robustness is quiet."""
+    runs = [fake_run(sm90, FakeDevice(), {"decode"}, machine=machine, contexts=[ctx])
+            for ctx in (8192, 131072) for machine in ("GPU-a", "GPU-b")]
     rows, report, labels = choose.choose(runs, sm90)
     assert not [line for line in report if line.startswith("  keep")], report
     assert {r["max_block"][0] for r in rows} == {0, 257, 1025}
     for row in rows:
-        assert len(next(iter(row["measured"]["winner"]["us"].values()))) == 4
+        assert len(next(iter(row["measured"]["winner"]["us"].values()))) == 2
     assert choose.coverage_warning(runs) is None
     assert choose.coverage_warning(runs[:1]) == "not robust yet: missing a second machine"
-    assert choose.coverage_warning(runs[:2]) == "not robust yet: missing a second machine"
+    assert choose.coverage_warning(runs[::2]) == "not robust yet: missing a second machine"
 
 
 def test_the_fastest_does_not_depend_on_the_order_of_measurement():
@@ -392,7 +389,7 @@ def test_within_noise_the_simpler_candidate_is_kept(sm90):
         (default[0], json.loads(default[1]))
     fancy = ("index_score_split", _split(16, True))
     for gain, spread, kept in ((0.005, 0.0, True), (0.03, 0.0, False), (0.03, 0.03, True)):
-        run = _synthetic("fresh", "GPU-a", "index_score", bucket, {
+        run = _synthetic("GPU-a", "index_score", bucket, {
             default: {"R11 Q4 mb64": 100.0}, fancy: {"R11 Q4 mb64": 100.0 * (1 - gain)}},
             spread)
         (row,), _, _ = choose.choose([run], sm90)
@@ -404,13 +401,13 @@ def test_within_noise_the_simpler_candidate_is_kept(sm90):
 
 
 def test_run_labels_stay_unique_across_tunes():
-    run = {"run": {"state": "fresh", "machine": "GPU-a", "date": "d2"}}
-    assert choose.run_labels([run, run]) == ["fresh@GPU-a", "fresh@GPU-a#2"]
-    # the data file already holds an older fresh@GPU-a: the new run gets its own label, the
-    # same run chosen again keeps its label
-    older = {"fresh@GPU-a": {"state": "fresh", "machine": "GPU-a", "date": "d1"}}
-    assert choose.run_labels([run], older) == ["fresh@GPU-a#2"]
-    assert choose.run_labels([run], {"fresh@GPU-a": run["run"]}) == ["fresh@GPU-a"]
+    run = {"run": {"machine": "GPU-a", "date": "d2"}}
+    assert choose.run_labels([run, run]) == ["GPU-a", "GPU-a#2"]
+    # the data file already holds an older GPU-a: the new run gets its own label, the same
+    # run chosen again keeps its label
+    older = {"GPU-a": {"machine": "GPU-a", "date": "d1"}}
+    assert choose.run_labels([run], older) == ["GPU-a#2"]
+    assert choose.run_labels([run], {"GPU-a": run["run"]}) == ["GPU-a"]
 
 
 def test_simpler_means_default_then_kernel_then_features_then_grid():
@@ -446,7 +443,7 @@ def test_a_new_target_is_written_and_loads(reg, spec_copy):
     new = measured.load_file(path)
     sources = {r.source for t in new.tables.values() for r in t}
     assert sources == {"measured", "default"}
-    assert new.provenance["runs"] == {"fresh@GPU-a": run["run"]}
+    assert new.provenance["runs"] == {"GPU-a": run["run"]}
     assert new.provenance["tunes"][0]["sections"] == ["decode", "router"]
     new_reg = registry.load(str(spec_copy))
     assert set(new_reg.hardware) == {"gfx950", "sm_90", "sm_100", "generic"}
@@ -468,10 +465,10 @@ def test_retuning_one_half_keeps_the_other(sm90, spec_copy, capsys):
     path = spec_copy / "measured" / "sm_90.json"
     before = {t: _rows_text(path, t) for t in ("index_score", "index_topk")}
     runs = []
-    for state, slow in (("fresh", 1.0), ("used", 1.1)):
-        run = fake_run(sm90, FakeDevice(lambda k, p, s=slow: s), {"router"}, state=state,
+    for machine, slow in (("GPU-a", 1.0), ("GPU-b", 1.1)):
+        run = fake_run(sm90, FakeDevice(lambda k, p, s=slow: s), {"router"}, machine=machine,
                        shapes=[(4096, 8)])
-        runs.append(tmp := spec_copy.parent / f"router_{state}.json")
+        runs.append(tmp := spec_copy.parent / f"router_{machine}.json")
         tmp.write_text(json.dumps(run))
     assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
     out = capsys.readouterr().out
@@ -480,12 +477,12 @@ def test_retuning_one_half_keeps_the_other(sm90, spec_copy, capsys):
     for table in ("index_score", "index_topk"):
         assert _rows_text(path, table) == before[table]
     new_router = [r for r in after.rows("router_gemm") if r.source == "measured"
-                  and "fresh@GPU-a" in str(r.measured)]
+                  and "'GPU-a'" in str(r.measured)]
     assert {r.when["shape"] for r in new_router} == {(4096, 8)}
-    assert all(set(r.measured["winner"]["us"]["M1 bf16"]) == {"fresh@GPU-a", "used@GPU-a"}
+    assert all(set(r.measured["winner"]["us"]["M1 bf16"]) == {"GPU-a", "GPU-b"}
                for r in new_router if r.when["num_tokens"] == (1, 1))
     runs_before = set(measured.read(SM90)["provenance"]["runs"])
-    assert runs_before | {"fresh@GPU-a", "used@GPU-a"} == set(after.provenance["runs"])
+    assert runs_before | {"GPU-a", "GPU-b"} == set(after.provenance["runs"])
     # the decode half, written through the same functions: the new router rows stay
     router_before = _rows_text(path, "router_gemm")
     space = Space(registry.load(str(spec_copy)), sm90.target, sms=132, quick=True)
@@ -497,46 +494,47 @@ def test_retuning_one_half_keeps_the_other(sm90, spec_copy, capsys):
     assert _rows_text(path, "index_score") != before["index_score"]
 
 
-FP32 = {"q_dtype": "fp32", "cache_dtype": "fp32"}
+FP16 = {"q_dtype": "fp16", "cache_dtype": "fp16"}  # inputs sm_90 has no rows for
 
 
 def test_other_decode_inputs_get_their_own_rows(sm90, spec_copy, capsys):
-    """`measure --inputs q_dtype=fp32,cache_dtype=fp32` times scorers only (selector rows are
-    not keyed by the inputs); `choose --write` adds fp32 scorer rows (default rows where not
-    measured) and keeps every bf16 and selector row byte for byte; sm_90 then dispatches fp32
-    by its own rows, and every other input still by the default grid."""
+    """`measure --inputs q_dtype=fp16,cache_dtype=fp16` times scorers only (selector rows are
+    not keyed by the inputs); `choose --write` adds fp16 scorer rows (default rows where not
+    measured) and keeps every bf16 and selector row byte for byte; sm_90 then dispatches fp16
+    by its own rows, and every unmeasured input still by the default grid."""
     path = spec_copy / "measured" / "sm_90.json"
     before = {t: _rows_text(path, t) for t in ("router_gemm", "index_topk")}
-    bf16_before = [r for r in measured.load_file(str(path)).rows("index_score")]
-    space = Space(sm90.reg, sm90.target, sms=132, quick=True, inputs=FP32)
-    assert space.inputs == {**MEASURED_SCORE, **FP32} and not space.measures_selector
+    rows_before = [r for r in measured.load_file(str(path)).rows("index_score")]
+    space = Space(sm90.reg, sm90.target, sms=132, quick=True, inputs=FP16)
+    assert space.inputs == {**MEASURED_SCORE, **FP16} and not space.measures_selector
     run = fake_run(space, FakeDevice(), {"decode"}, contexts=[8192])
     assert {p["table"] for p in run["points"]} == {"index_score"}
-    assert all(p["buckets"][0]["q_dtype"] == "fp32" for p in run["points"])
-    run_file = spec_copy.parent / "fp32_fresh.json"
+    assert all(p["buckets"][0]["q_dtype"] == "fp16" for p in run["points"])
+    run_file = spec_copy.parent / "fp16_run.json"
     run_file.write_text(json.dumps(run))
     assert cli.main(["choose", str(run_file), "--write", "--specs", str(spec_copy)]) == 0
     out = capsys.readouterr().out
-    assert "index_score q_dtype fp32, cache_dtype fp32, head_dim 128" in out
+    assert "index_score q_dtype fp16, cache_dtype fp16, head_dim 128" in out
     for table, rows in before.items():
         assert _rows_text(path, table) == rows
     after = measured.load_file(str(path))
-    fp32 = [r for r in after.rows("index_score") if r.when["q_dtype"] == "fp32"]
-    assert {r.source for r in fp32} == {"measured", "default"}
-    assert [r.when for r in after.rows("index_score") if r.when["q_dtype"] == "bf16"] == \
-        [r.when for r in bf16_before]
+    fp16 = [r for r in after.rows("index_score") if r.when["q_dtype"] == "fp16"]
+    assert {r.source for r in fp16} == {"measured", "default"}
+    assert [r.when for r in after.rows("index_score") if r.when["q_dtype"] != "fp16"] == \
+        [r.when for r in rows_before]
     reg = registry.load(str(spec_copy))
-    fp32_space = Space(reg, reg.hardware["sm_90"], sms=132, inputs=FP32)
-    fp32_before = Space(sm90.reg, sm90.target, sms=132, inputs=FP32)
-    for row in fp32:
+    fp16_space = Space(reg, reg.hardware["sm_90"], sms=132, inputs=FP16)
+    fp16_before = Space(sm90.reg, sm90.target, sms=132, inputs=FP16)
+    for row in fp16:
         bucket = {a: v for a, v in row.when.items()}
-        assert fp32_space.current("index_score", bucket) == (row.choice, row.params)
-        if row.source == "default":  # what sm_90 launched for fp32 before: nothing changes
-            assert fp32_before.current("index_score", bucket) == (row.choice, row.params)
-    fp16 = Space(reg, reg.hardware["sm_90"], sms=132, inputs={"q_dtype": "fp16"})
-    bucket = fp16.score_bucket(64, 1, 1024)
+        assert fp16_space.current("index_score", bucket) == (row.choice, row.params)
+        if row.source == "default":  # what sm_90 launched for fp16 before: nothing changes
+            assert fp16_before.current("index_score", bucket) == (row.choice, row.params)
+    other = Space(reg, reg.hardware["sm_90"], sms=132, inputs={"q_dtype": "fp16",
+                                                              "cache_dtype": "bf16"})
+    bucket = other.score_bucket(64, 1, 1024)
     rule = lookup(reg.policies["index_score"], reg.tables["index_score"],
-                  fp16.point("index_score", bucket, "sm_90"))
+                  other.point("index_score", bucket, "sm_90"))
     assert "not measured" in rule.note
     with pytest.raises(ValueError, match="q_dtype 'fp64' is not in"):
         Space(reg, reg.hardware["sm_90"], sms=132, inputs={"q_dtype": "fp64"})
@@ -547,31 +545,22 @@ def test_other_decode_inputs_get_their_own_rows(sm90, spec_copy, capsys):
 
 
 def test_measure_command_records_a_run_choose_accepts(sm90, tmp_path):
-    """`measure --state used` (the device replaced by the fake): warm-up, then the used
-    workload, then the measurement, written as a run file that `choose` merges."""
+    """`measure` (the device replaced by the fake): warm-up, then the measurement, written as
+    a run file that `choose` merges."""
     out = tmp_path / "run.json"
-    argv = ["measure", "--out", str(out), "--sections", "router", "--state", "used",
-            "--shapes", "4096x8", "--rounds", "2", "--per-round", "1", "--machine", "box-b"]
+    argv = ["measure", "--out", str(out), "--sections", "router", "--shapes", "4096x8",
+            "--rounds", "2", "--per-round", "1", "--machine", "box-b"]
     steps = []
     env = {"date": "now", "torch": "0", "triton": "0", "l2_flush": "read"}
     rc = cli.record_run(cli.parse_args(argv), argv, sm90, FakeDevice(),
                         facts("NVIDIA H200", (9, 0)), True, env,
-                        warm_up=lambda *a: steps.append("warm") or {"skipped": True},
-                        used=lambda n, d: steps.append(f"used {n}") or "bench x20")
-    assert rc == 0 and steps == ["warm", "used 20"]
+                        warm_up=lambda *a: steps.append("warm") or {"skipped": True})
+    assert rc == 0 and steps == ["warm"]
     run = json.loads(out.read_text())
-    assert run["run"]["state"] == "used" and run["run"]["used_workload"] == "bench x20"
+    assert run["run"]["machine"] == "box-b"
     assert {p["buckets"][0]["shape"] == [4096, 8] for p in run["points"]} == {True}
     rows, _, labels = choose.choose([run], sm90)
-    assert labels == ["used@box-b"] and len(rows) == 2
-
-
-def test_used_state_runs_the_bench_scenarios_first(tmp_path):
-    got = []
-    command = measure.used_state(20, str(tmp_path), bench_main=got.append)
-    assert got == [["--out", str(tmp_path / "used_state_bench"), "--skip-router",
-                    "--decode-limit", "20"]]
-    assert command.startswith("tools/bench.py --out")
+    assert labels == ["box-b"] and len(rows) == 2
 
 
 def test_warm_up_groups_cover_each_compile_once(sm90):
@@ -586,9 +575,9 @@ def test_warm_up_groups_cover_each_compile_once(sm90):
 
 def test_command_line():
     args = cli.parse_args(["measure", "--out", "x.json", "--sections", "router",
-                           "--state", "used", "--contexts", "131072", "--shapes", "6144x128"])
-    assert (args.sections, args.state, args.contexts, args.shapes) == (
-        ["router"], "used", (131072,), [(6144, 128)])
+                           "--contexts", "131072", "--requests", "1,4", "--shapes", "6144x128"])
+    assert (args.sections, args.contexts, args.requests, args.shapes) == (
+        ["router"], (131072,), (1, 4), [(6144, 128)])
     with pytest.raises(SystemExit):
         cli.parse_args(["measure", "--out", "x.json", "--sections", "scorer"])
     args = cli.parse_args(["choose", "a.json", "b.json", "--write"])

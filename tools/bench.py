@@ -75,8 +75,6 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=None, help="timed replays per op (default 30)")
     p.add_argument("--skip-decode", action="store_true")
     p.add_argument("--skip-router", action="store_true")
-    p.add_argument("--decode-limit", type=int, default=None, metavar="N",
-                   help="only the first N decode scenarios (tools/tune's 'used' state)")
     return p.parse_args(argv)
 
 
@@ -138,8 +136,7 @@ class Scenario:
 
 def decode_scenarios(quick: bool, smoke: bool):
     """The bf16 rows, then the mixed lengths, then the other input kinds (after the bf16 rows
-    their times are divided by; --decode-limit N, tools/tune's 'used' state, keeps the first
-    N)."""
+    their times are divided by)."""
     others = [k for k in KINDS if k != "bf16"]
     if smoke:
         return ([Scenario(1, 512, 1), Scenario(2, 640, 4, mixed=True)]
@@ -280,7 +277,7 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
     import torch
 
     results, by_key = [], {}
-    scenarios = decode_scenarios(args.quick, args.smoke)[:args.decode_limit]
+    scenarios = decode_scenarios(args.quick, args.smoke)
     all_policies = decode_policies(hw_detected)
     common.say(f"== decode indexer: {len(scenarios)} scenarios × {len(all_policies)} policies "
                f"({', '.join(all_policies)}; kinds other than bf16: {hw_detected} only) + torch")

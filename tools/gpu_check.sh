@@ -6,7 +6,6 @@
 #   bash tools/gpu_check.sh bench-only  # only the benchmark
 #   bash tools/gpu_check.sh tune router [measure options]   # measure one section (one run file;
 #   bash tools/gpu_check.sh tune decode [measure options]   #   repeat on a second machine)
-#   bash tools/gpu_check.sh state       # why rows are slower in a used process (explore_state)
 #
 # `tune SECTION` writes $OUT/tune_<section>.json and its log; with --inputs,
 # tune_decode_<inputs>.json (choose each inputs' runs in their own call). The measurement stops
@@ -17,7 +16,7 @@
 #
 # The GPU tests run in GPU_TEST_JOBS (default 8) pytest-xdist processes sharing the GPU: they
 # are compile-bound and check results only (no timing). Logs and results land in $OUT:
-# gpu_tests.log, bench.log + bench.json + bench.png, tune_*.json/log, state*.json, env.txt.
+# gpu_tests.log, bench.log + bench.json + bench.png, tune_*.json/log, env.txt.
 # A short summary is printed last.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
@@ -27,8 +26,8 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 MODE=${1:-all}
 PY=${PYTHON:-python3}
-case "$MODE" in all|tune|bench-only|verify|state) ;;
-  *) echo "usage: $0 [verify|bench-only|tune router|tune decode|state]"; exit 2;; esac
+case "$MODE" in all|tune|bench-only|verify) ;;
+  *) echo "usage: $0 [verify|bench-only|tune router|tune decode]"; exit 2;; esac
 SECTION=
 if [ "$MODE" = tune ]; then
   SECTION=${2:-}
@@ -62,12 +61,6 @@ if [ "$MODE" = tune ]; then
   echo "== tune $SECTION ($(date -u +%T))"
   $PY -m tools.tune measure --sections "$SECTION" --budget-s "${TUNE_BUDGET_S:-400}" \
       --out "$OUT/tune_${name}.json" "$@" 2>&1 | tee "$OUT/tune_${name}.log"
-  tune_rc=$?
-fi
-
-if [ "$MODE" = state ]; then
-  echo "== explore_state ($(date -u +%T))"
-  $PY tools/explore_state.py --out "$OUT" "$@" 2>&1 | tee "$OUT/state.log"
   tune_rc=$?
 fi
 

@@ -5,16 +5,16 @@ One job per module:
 * ``space``   — buckets, representatives and candidates, derived from the registry (policy
   axes, variant parameters, the measured decode shape, the target's options);
 * ``kernels`` — the GPU side: inputs, launches with explicit parameters, checks, graph timing;
-* ``measure`` — interleaved rounds per bucket, the fresh / used process states, the run file;
+* ``measure`` — interleaved rounds per bucket after a settle round, the run file;
 * ``warm``    — the compile warm-up pool (parallel workers filling Triton's cache);
 * ``target``  — which target a device is (codegen/targets.py, shared with the runtime);
-* ``choose``  — merge runs of several states and machines, pick by the worst case, keep the
-  simpler candidate within noise;
+* ``choose``  — merge runs of several machines, pick by the worst case, keep the simpler
+  candidate within noise;
 * ``write``   — put the chosen rows into specs/measured/<target>.json (codegen/measured.py).
 
-Workflow (README: "How to tune another GPU"): on each machine, in a fresh and in a used
-process, ``python3 -m tools.tune measure --out DIR/run.json [--state used]`` (or
-``bash tools/gpu_check.sh tune SECTION``); then on any machine
+Workflow (README: "How to tune a GPU"): on each of two machines or more,
+``python3 -m tools.tune measure --out DIR/run.json`` (or ``bash tools/gpu_check.sh tune
+SECTION``); then on any machine
 ``python3 -m tools.tune choose DIR/*.json --write`` and ``codegen regenerate``.
 """
 import os

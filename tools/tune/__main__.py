@@ -1,9 +1,8 @@
 """python3 -m tools.tune — measure launch tables on a device, choose rows, write them as data.
 
-    # on the device (each: one process = one run file; ~3.5 min router, decode by context)
-    python3 -m tools.tune measure --sections router --out DIR/router_fresh.json
-    python3 -m tools.tune measure --sections router --state used --out DIR/router_used.json
-    # anywhere (CPU is fine): merge runs of both states and of several machines, write
+    # on each of two devices or more (one process = one run file)
+    python3 -m tools.tune measure --sections router --out DIR/router.json
+    # anywhere (CPU is fine): merge the runs of several machines, write
     python3 -m tools.tune choose DIR/*.json            # dry run: report + verification
     python3 -m tools.tune choose DIR/*.json --write    # specs/measured/<target>.json
     codegen regenerate
@@ -53,17 +52,13 @@ def parse_args(argv=None):
     m.add_argument("--out", required=True, help="run file to write (JSON)")
     m.add_argument("--sections", default="router,decode",
                    help="comma list of router, decode (default both)")
-    m.add_argument("--state", choices=("fresh", "used"), default="fresh",
-                   help="used: first run tools/bench.py's first --used-scenarios decode "
-                        "scenarios in this process")
-    m.add_argument("--used-scenarios", type=int, default=20)
     m.add_argument("--machine", help="machine label in the data file (default: the GPU's UUID)")
     m.add_argument("--rounds", type=int, default=5, help="interleaved rounds per bucket")
     m.add_argument("--per-round", type=int, default=3, help="replays per candidate per round")
     m.add_argument("--quick", action="store_true", help="a small sanity subset")
     m.add_argument("--budget-s", type=float, default=480.0,
                    help="stop timing after this many seconds, not counting the compile "
-                        "warm-up and the used workload (the rest is recorded as skipped; "
+                        "warm-up (the rest is recorded as skipped; "
                         "choose keeps those buckets' rows)")
     m.add_argument("--jobs", type=int, default=None, help="compile workers (0: none)")
     m.add_argument("--shapes", type=_shapes, default=None,
@@ -77,7 +72,7 @@ def parse_args(argv=None):
     m.add_argument("--requests", type=common.int_list, default=None,
                    help="decode request counts only (among the representatives), e.g. 1,4,16,64")
     c = sub.add_parser("choose", help="choose rows from run files; --write writes them")
-    c.add_argument("runs", nargs="+", help="run files of `measure` (states, machines)")
+    c.add_argument("runs", nargs="+", help="run files of `measure` (machines)")
     c.add_argument("--write", action="store_true", help="write specs/measured/<target>.json")
     c.add_argument("--noise", type=float, default=None,
                    help="noise floor (relative; default choose.NOISE_FLOOR)")
@@ -114,17 +109,16 @@ def measure(args, argv) -> int:
                       common.env_info(False))
 
 
-def record_run(args, argv, space, dev, facts, declared, env, warm_up=None, used=None) -> int:
-    """Warm up, put the process in its state, measure, write the run file (every 30 s too, so
-    a run cut off by the device's time limit still leaves what it measured)."""
+def record_run(args, argv, space, dev, facts, declared, env, warm_up=None) -> int:
+    """Warm up, measure, write the run file (every 30 s too, so a run cut off by the device's
+    time limit still leaves what it measured)."""
     from . import measure as measure_mod, target, warm
 
     warm_up = warm.warm if warm_up is None else warm_up
-    used = measure_mod.used_state if used is None else used
     hw = space.target
     run = {"format": RUN_FORMAT,
            "target": {"name": hw.name, "declared": declared, "hardware": target.hardware_dict(hw)},
-           "run": {"state": args.state, "machine": args.machine or facts["machine"] or "unknown",
+           "run": {"machine": args.machine or facts["machine"] or "unknown",
                    "date": env["date"], "device": facts["device"], "driver": facts["driver"],
                    "torch": env["torch"], "triton": env["triton"], "cuda": env.get("cuda"),
                    "l2_flush": env["l2_flush"], "sms": facts["sms"], "rounds": args.rounds,
@@ -133,17 +127,13 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None, used=
            "sections": args.sections, "inputs": space.inputs, "points": [], "skipped": [],
            "errors": []}
     common.say(f"tune: {facts['device']} ({facts['sms']} SMs) = target {hw.name}"
-               f"{'' if declared else ' (new)'}; state {args.state}, machine "
+               f"{'' if declared else ' (new)'}; machine "
                f"{run['run']['machine']}; {args.rounds} rounds × {args.per_round} replays; "
                f"tf32x3 {'yes' if space.tf32x3 else 'no'}, pdl {'yes' if space.pdl else 'no'}")
     out_dir = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(out_dir, exist_ok=True)
     run["warm"] = warm_up(space, args.sections, args.jobs, max(60.0, 0.5 * args.budget_s),
                           args.shapes, args.contexts, args.requests)
-    if args.state == "used":
-        t = time.time()
-        run["run"]["used_workload"] = used(args.used_scenarios, out_dir)
-        common.say(f"   used state: {run['run']['used_workload']} [{time.time() - t:.0f}s]")
     r = measure_mod.Run(space, dev, rounds=args.rounds, per_round=args.per_round,
                         budget_s=args.budget_s)
     saved = [0.0]

@@ -1,11 +1,11 @@
-"""Choose each bucket's row from one or more runs (states × machines), by the worst case.
+"""Choose each bucket's row from one or more runs (machines), by the worst case.
 
-Inputs are run files of ``measure`` (one process, one machine, one state each). For every
+Inputs are run files of ``measure`` (one process on one machine each). For every
 bucket of a table, the candidates measured at every representative in every run of that
 section compete on their worst-case slowdown: time / fastest time at the same representative
 in the same run, maximised over representatives × runs (the mean breaks ties). A bucket some
 run did not measure, or measured at other representatives, is left alone (its current row
-stays): a choice must hold in every state on every machine given.
+stays): a choice must hold on every machine given.
 
 Then the noise rule: every candidate whose worst case is within the bucket's noise of the
 fastest's is "as fast", and the simplest of them is kept (:func:`simplicity`). The noise is
@@ -24,7 +24,7 @@ import statistics
 from .space import as_bucket, bucket_text, key
 
 NOISE_FLOOR = 0.01
-RULE = ("smallest worst-case slowdown over representatives × runs (states, machines); within "
+RULE = ("smallest worst-case slowdown over representatives × runs (machines); within "
         "noise of it, the simplest candidate")
 SECTION = {"router_gemm": "router", "index_score": "decode", "index_topk": "decode"}
 CHOICE_KEY = {"router_gemm": "kernel", "index_score": "variant", "index_topk": "variant"}
@@ -50,12 +50,12 @@ def simplicity(cand, default) -> tuple:
 
 
 def run_labels(runs, existing=None) -> list:
-    """One label per run: state@machine, numbered (#2, #3, ...) when another run of this batch
+    """One label per run: its machine, numbered (#2, #3, ...) when another run of this batch
     or a different run already described in the data file (``existing``: label -> run facts)
     holds it; the same run chosen again keeps its label."""
     existing, labels = dict(existing or {}), []
     for run in runs:
-        base = f"{run['run']['state']}@{run['run']['machine']}"
+        base = run["run"]["machine"]
         label, n = base, 1
         while label in labels or (label in existing and existing[label] != run["run"]):
             n += 1

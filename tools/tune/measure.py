@@ -1,12 +1,7 @@
 """Measurement: every candidate of a bucket timed in interleaved rounds, written as one run file.
 
-A run is one process on one machine in one state:
-
-* ``fresh``: nothing ran in the process before the tuner; each decode point's inputs are
-  allocated after the previous point's were freed and returned to the driver;
-* ``used``: the same after tools/bench.py's first decode scenarios ran in this process (the
-  bench allocates, times and frees each one), as happens before a bench's 128k rows — the
-  state in which sm_90's R64 128k Q1 row took 555 µs instead of 492 (docs/OPEN_PROBLEMS.md, issue 12).
+A run is one process on one machine; each decode point's inputs are allocated after the
+previous point's were freed and returned to the driver.
 
 Within a bucket, every (candidate, representative) is checked once against the reference
 result, captured once in a CUDA graph, then timed in ``rounds`` rounds: each round takes
@@ -15,11 +10,10 @@ order rotated by one step per round, so slow drift and a neighbour's after-effec
 all candidates instead of favouring the ones that happened to run early; a discarded settle
 round comes first (`interleave`). A candidate's time
 is the median of its rounds; the rounds themselves are kept (`choose` derives the noise from
-them). ``python3 -m tools.tune choose`` merges runs of several states and machines.
+them). ``python3 -m tools.tune choose`` merges runs of several machines.
 """
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
@@ -194,18 +188,3 @@ class Run:
                 best.append(f"{point['table']} {point['rep']}: {common.fmt_us(fastest['us'])} µs")
         self.say(f"   {what} {where}: {n} candidates; fastest " + "; ".join(best)
                  + f" [{time.time() - t0:.1f}s]")
-
-
-def used_state(scenarios: int, out_dir: str, smoke: bool = False, bench_main=None):
-    """Put this process in the 'used' state: run tools/bench.py's first ``scenarios`` decode
-    scenarios here (inputs allocated, every table timed, torch reference, freed) before the
-    tuner measures anything. Returns the bench's command line."""
-    if bench_main is None:
-        import bench  # tools/bench.py
-
-        bench_main = bench.main
-    args = ["--out", os.path.join(out_dir, "used_state_bench"), "--skip-router",
-            "--decode-limit", str(scenarios)] + (["--smoke"] if smoke else [])
-    bench_main(args)
-    common.free_memory()
-    return "tools/bench.py " + " ".join(args)
