@@ -142,6 +142,27 @@ def test_warmup_gives_each_router_shape_its_weight_dtype_and_token_cap(monkeypat
                      ((8, 4096), torch.float32, 10), ((8, 4096), torch.float32, 32)]
 
 
+def test_warmup_takes_only_supported_dtype_pairs(monkeypatch):
+    """The full decode domain holds fp8 queries; warm-up pairs them with the fp8 cache only
+    (an fp8 query with another cache is rejected by the entries: nothing to compile), and
+    every pair the entries accept is warmed (the calls recorded, not run)."""
+    from generated import decode_indexer, precompile
+
+    calls = []
+    monkeypatch.setattr(precompile, "_decode_call", lambda device, hw, q, cache, *rest:
+                        calls.append((q, cache)))
+    generated.warmup("cpu", hardware="sm_90", router=False, head_dims=(128,), num_heads=(1,),
+                     max_decode_query_lens=(1,), num_reqs=(1,), max_seq_lens=(1024,),
+                     progress=False)
+    names = precompile.TORCH_DTYPES
+    q_dtypes = [n for n, t in names.items() if t in (torch.bfloat16, torch.float16,
+                                                     torch.float32, torch.float8_e4m3fn)]
+    accepted = {(q, c) for q in q_dtypes for c in names
+                if decode_indexer.supported_dtype_pair(names[q], names[c])}
+    assert ("fp8e4m3", "fp8e4m3") in set(calls) and ("fp8e4m3", "bf16") not in set(calls)
+    assert set(calls) <= accepted and len(set(calls)) >= 9
+
+
 # ---- GPU -----------------------------------------------------------------------------------
 
 @gpu
