@@ -23,7 +23,7 @@ TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "
 # (query, cache): §14.4's pairs, and mixed 16-bit pairs, which compute in fp32 (fp32 with a
 # 16-bit side: tests/test_dropin.py)
 PAIRS = [("bf16", "bf16"), ("fp16", "fp16"), ("bf16", "fp8"), ("fp16", "fp8"), ("fp8", "fp8"),
-         ("fp32", "fp32"), ("bf16", "fp16"), ("fp16", "bf16")]
+         ("fp32", "fp32"), ("bf16", "fp16"), ("fp16", "bf16"), ("fp32", "fp8")]
 SCORE_REL = 1e-6  # of Σ|q·k|
 GAP_REL = 1e-5  # rows whose k-th / (k+1)-th reference scores are closer may swap
 NAN = float("nan")
