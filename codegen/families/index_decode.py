@@ -6,8 +6,8 @@ the feasibility rules a generic policy cannot know.
 from __future__ import annotations
 
 from ..capabilities import supports_pdl
-from ..lower import literal, lower_contract
 from ..model import SpecError
+from .common import variant_file_context
 
 NAME = "index_decode"
 SPEC_TYPES = ()
@@ -18,8 +18,6 @@ def expand(specs: tuple, hardware: dict):
 
 
 FUSED = "index_decode_fused"
-
-
 
 
 def check(registry) -> None:
@@ -88,24 +86,5 @@ def _check_fused(registry) -> None:
 
 
 def context(path: str, variants: list, reg) -> dict:
-    """Render context of one generated file of the family: its contract constants (one set
-    shared by every variant), tensor contracts and variant names, all lowered to literals."""
-    constants = {}
-    for v in variants:
-        for key, value in v.constants:
-            if constants.setdefault(key, value) != value:
-                raise SpecError(v.loc, f"Variant {v.name}", "constants",
-                                f"{key} = {value!r} disagrees with another variant of {path}")
-    contracts = {}
-    for v in variants:
-        for t in v.tensors:
-            contracts[t.name] = lower_contract(t)
-    ctx = {
-        "constants": [{"name": k, "value": literal(val)} for k, val in constants.items()],
-        "c": {k: literal(val) for k, val in constants.items()},
-        "contracts": contracts,
-        "variants": [v.name for v in variants],
-        "defaults": {name: {"params": literal(v.defaults), "where": str(v.loc)}
-                     for name, v in reg.variants.items() if v.family == NAME and v.defaults},
-    }
-    return ctx
+    """Render context of one generated file of the family (`common.variant_file_context`)."""
+    return variant_file_context(path, variants, reg, NAME)
