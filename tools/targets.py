@@ -48,6 +48,24 @@ VLLM_KIND_US = {
 }
 VLLM_KIND_ROWS = sorted({k for rows in VLLM_KIND_US.values() for k in rows})
 
+# issue 19: vLLM's prefill indexer (common Triton index_score + index_topk), bf16, D 128, topk
+# 16, init 0, local 1, graph replay after its selector's autotune: (R, prefix, chunk, H) ->
+# (score µs, top-k µs, both µs). Ours: the two-call path ≤ both; index_prefill ≤ both, and
+# ≤ PREFILL_STREAM_RATIO × both at the long-prefix row.
+ISSUE19 = "issue 19"
+VLLM_PREFILL_US = {
+    (1, 0, 8192, 4): (131.0, 48.0, 177.0),
+    (1, 0, 8192, 1): (94.0, 16.0, 108.0),
+    (1, 122880, 8192, 1): (1456.0, 221.0, 1673.0),
+    (4, 32768, 2048, 1): (385.0, 71.0, 454.0),
+    (16, 8192, 512, 1): (106.0, 29.0, 132.0),
+    (2, 0, 16384, 2): (395.0, 141.0, 533.0),
+    (1, 0, 1024, 1): (16.0, 6.0, 20.0),
+    (8, 1024, 128, 4): (18.0, 10.0, 27.0),
+}
+PREFILL_LONG_ROW = (1, 122880, 8192, 1)
+PREFILL_STREAM_RATIO = 0.5
+
 # router GEMM (K, N) -> vLLM's CUDA kernel µs for M = ROUTER_MS, cold L2, bf16 x (fp32 x was
 # within ±0.6 µs: the same limits for both x dtypes)
 ROUTER_MS = (1, 4, 8, 16, 32)

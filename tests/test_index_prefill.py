@@ -1,0 +1,317 @@
+"""Prefill indexer (docs/KERNELS.md §15) against an independent float64 reference: scores within
+1e-6 · Σ|q·k|, ids by the §4.1 order (exactly, from the kernel's own fp32 scores; against
+float64 where the k-th / (k+1)-th gap exceeds 1e-5), the streaming path equal to the two-call
+path, every KV split bitwise equal, forcing, ties, strided inputs and outputs, T = 0, garbage
+lengths, and rejections naming the argument. CPU interpreter on small shapes; the GPU at full
+sizes (marked gpu).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import generated
+from decode_inputs import DEVICE
+from generated import prefill_indexer as pi
+from reference_prefill import kth_gap, ref_prefill_scores, ref_prefill_topk
+from reference_topk import cdiv
+
+FP8 = torch.float8_e4m3fn
+TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": FP8}
+SCORE_REL = 1e-6
+GAP_REL = 1e-5
+TWO = {"variant": "index_prefill", "score": None, "topk": None}
+
+
+def stream(block_m, topk_tile=16, num_warps=4, num_stages=2):
+    return {"variant": "index_prefill_stream", "block_m": block_m, "topk_tile": topk_tile,
+            "num_warps": num_warps, "num_stages": num_stages}
+
+
+def make_inputs(prefix, qlen, H=1, D=16, q="bf16", cache="bf16", seed=0, device=DEVICE,
+                extra=0):
+    """index_prefill keyword inputs: requests with these prefix and query lengths, pages
+    scattered; ``extra`` spare tokens of capacity (max_seq_len) beyond the longest request."""
+    g = torch.Generator().manual_seed(seed)
+    R = len(prefix)
+    seq = [p + n for p, n in zip(prefix, qlen)]
+    max_seq_len = max(seq) + extra
+    mb = cdiv(max_seq_len, 128)
+    pages = R * mb + 3
+    cu = [0]
+    for n in qlen:
+        cu.append(cu[-1] + n)
+    return dict(
+        idx_q=(torch.randn((cu[-1], H, D), generator=g)).to(TYPES[q]).to(device),
+        index_kv_cache=(torch.randn((pages, 128, D), generator=g) * 2).to(TYPES[cache])
+        .to(device),
+        block_table=torch.randperm(pages, generator=g)[:R * mb].view(R, mb).to(torch.int32)
+        .to(device),
+        cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=device),
+        seq_lens=torch.tensor(seq, dtype=torch.int32, device=device),
+        prefix_lens=torch.tensor(prefix, dtype=torch.int32, device=device),
+        max_query_len=max(qlen), max_seq_len=max_seq_len, num_kv_heads=H)
+
+
+def score_args(inp):
+    return {k: inp[k] for k in ("idx_q", "index_kv_cache", "block_table", "cu_seqlens_q",
+                                "seq_lens", "prefix_lens")}
+
+
+def check_scores(inp, score):
+    ref = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"])
+    scale = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"],
+                               absolute=True)
+    known = ~torch.isnan(ref)
+    got = score[:, :, :ref.shape[2]].double()
+    err = (got - ref).abs()[known]
+    assert known.any()
+    assert bool((err <= SCORE_REL * scale[known] + 1e-30).all()), float(err.max())
+    return ref
+
+
+def sel(inp):
+    return dict(cu_seqlens_q=inp["cu_seqlens_q"], prefix_lens=inp["prefix_lens"],
+                max_query_len=inp["max_query_len"])
+
+
+# ---- scores ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prefix,qlen,H", [
+    ([0], [70], 1),                    # one chunk crossing query tiles, no prefix
+    ([127, 128, 129], [3, 20, 40], 2),  # prefixes at and around a block edge
+    ([250, 0], [9, 130], 4),           # a chunk crossing a block edge; H 4
+])
+def test_scores_match_float64(prefix, qlen, H):
+    inp = make_inputs(prefix, qlen, H=H, seed=len(qlen) + H)
+    check_scores(inp, generated.index_prefill_score(**inp))
+
+
+@pytest.mark.parametrize("q,cache", [("fp16", "fp16"), ("fp32", "fp32"), ("bf16", "fp8"),
+                                     ("fp8", "fp8")])
+def test_scores_every_dtype_pair(q, cache):
+    inp = make_inputs([100, 0], [40, 20], H=2, q=q, cache=cache, seed=7)
+    check_scores(inp, generated.index_prefill_score(**inp))
+
+
+def test_kv_splits_and_tiles_give_bitwise_equal_scores():
+    inp = make_inputs([300, 5], [60, 33], H=1, extra=200, seed=3)
+    scores = []
+    for block_m, splits in ((16, 1), (16, 4), (32, 2), (64, 8)):
+        launch = dict(block_m=block_m, kv_splits=splits, num_warps=4, num_stages=2)
+        shape, run = pi._plan_scores(**inp, hardware=None, launch=launch)
+        s = torch.full(shape, float("nan"), device=DEVICE)
+        run(*score_args(inp).values(), s)
+        scores.append(s)
+    ref = check_scores(inp, scores[0])
+    known = ~torch.isnan(ref)
+    for s in scores[1:]:
+        assert torch.equal(s[:, :, :ref.shape[2]][known], scores[0][:, :, :ref.shape[2]][known])
+
+
+# ---- selection -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("topk,init,local", [(4, 0, 1), (3, 2, 2), (8, 5, 0), (1, 0, 0)])
+def test_topk_matches_reference_from_the_same_scores(topk, init, local):
+    inp = make_inputs([0, 300, 129], [40, 10, 20], H=2, extra=130, seed=topk)
+    score = generated.index_prefill_score(**inp)
+    ids = generated.index_prefill_topk(score, **sel(inp), topk=topk, init_blocks=init,
+                                       local_blocks=local)
+    ref = ref_prefill_topk(score, inp["cu_seqlens_q"], inp["prefix_lens"], topk, init, local)
+    assert torch.equal(ids.cpu(), ref)
+
+
+def test_topk_ties_nan_and_strided_out():
+    """Equal scores rank by block id, NaN as -1e30, -0.0 as +0.0; ``out`` is the transpose of
+    a token-major [T, H, topk] buffer, as vLLM passes it."""
+    H, T, S = 2, 12, 32
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32, device=DEVICE)
+    prefix = torch.tensor([2000, 900], dtype=torch.int32, device=DEVICE)
+    g = torch.Generator().manual_seed(1)
+    score = torch.randint(-2, 3, (H, T, S), generator=g).float()
+    score[0, 0, 3] = float("nan")
+    score[1, 2, :] = -0.0
+    score[0, 4, 5:9] = float("nan")
+    score = score.to(DEVICE)
+    buf = torch.full((T, H, 6), -7, dtype=torch.int32, device=DEVICE)
+    out = buf.transpose(0, 1)
+    got = generated.index_prefill_topk(score, cu, prefix, 7, 6, 1, 2, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    ref = ref_prefill_topk(score, cu, prefix, 6, 1, 2)
+    assert torch.equal(out.cpu(), ref)
+
+
+def test_rows_outside_every_request_are_left_alone():
+    inp = make_inputs([0], [20], seed=2)
+    # cu[1] = 14 < T = 20, and max_query_len 10 cuts the request further
+    inp["cu_seqlens_q"] = torch.tensor([0, 14], dtype=torch.int32, device=DEVICE)
+    out = torch.full((1, 20, 4), -7, dtype=torch.int32, device=DEVICE)
+    for launch in (TWO, stream(16)):
+        out.fill_(-7)
+        pi.index_prefill_with_launch(launch, **{**inp, "max_query_len": 10}, topk=4,
+                                     init_blocks=0, local_blocks=1, out=out)
+        assert bool((out[:, 10:] == -7).all()) and bool((out[:, :10] >= -1).all())
+
+
+# ---- one call --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("q,cache,H", [("bf16", "bf16", 1), ("bf16", "fp8", 2),
+                                       ("fp32", "fp32", 4)])
+def test_stream_equals_two_kernels_and_float64(q, cache, H):
+    inp = make_inputs([0, 257, 128], [50, 17, 30], H=H, q=q, cache=cache, extra=100, seed=11)
+    topk, init, local = 4, 1, 1
+    two = pi.index_prefill_with_launch(TWO, **inp, topk=topk, init_blocks=init,
+                                       local_blocks=local)
+    for block_m in sorted({16 // H if H < 16 else 1, 32 // H, 64 // H}):
+        if block_m * H < 16:
+            continue
+        got = pi.index_prefill_with_launch(stream(block_m), **inp, topk=topk, init_blocks=init,
+                                           local_blocks=local)
+        assert torch.equal(got, two), block_m
+    assert torch.equal(generated.index_prefill(**inp, topk=topk, init_blocks=init,
+                                               local_blocks=local), two)
+    ref = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"])
+    ref_ids = ref_prefill_topk(ref.float(), inp["cu_seqlens_q"], inp["prefix_lens"], topk,
+                               init, local)
+    T = inp["idx_q"].shape[0]
+    cu = inp["cu_seqlens_q"].tolist()
+    for r in range(len(cu) - 1):
+        for row in range(cu[r], cu[r + 1]):
+            nb = (inp["prefix_lens"][r].item() + row - cu[r]) // 128 + 1
+            for h in range(H):
+                vals = ref[h, row, :nb].float()
+                vals[:init] = float("inf")
+                vals[max(nb - local, 0):] = float("inf")
+                if kth_gap(vals, nb, topk) > GAP_REL:
+                    assert torch.equal(two[h, row].cpu(), ref_ids[h, row]), (h, row)
+    assert T == cu[-1]
+
+
+def test_topk_larger_than_the_streaming_list_takes_two_kernels():
+    inp = make_inputs([1000], [8], seed=5)
+    info = generated.explain_index_prefill("sm_90", "bf16", "bf16", 16, 1, 8, 8, 100)
+    assert info["path"] == "two_kernels"
+    ids = generated.index_prefill(**inp, topk=100, init_blocks=0, local_blocks=0,
+                                  hardware="sm_90")
+    assert ids.shape == (1, 8, 100) and bool((ids[:, :, 8:] == -1).all())
+
+
+def test_empty_batches_launch_nothing():
+    inp = make_inputs([5], [3], seed=0)
+    inp["idx_q"] = inp["idx_q"][:0]
+    inp["cu_seqlens_q"] = torch.zeros(2, dtype=torch.int32, device=DEVICE)
+    assert generated.index_prefill_score(**inp).shape == (1, 0, 16)
+    assert generated.index_prefill(**inp, topk=4, init_blocks=0, local_blocks=1).shape == \
+        (1, 0, 4)
+    assert generated.explain_index_prefill("sm_90", "bf16", "bf16", 16, 1, 0, 1, 4)["path"] \
+        is None
+
+
+def test_capacity_zero_gives_padding_ids():
+    inp = make_inputs([0], [4], seed=0)
+    inp.update(max_seq_len=0, prefix_lens=torch.zeros(1, dtype=torch.int32, device=DEVICE))
+    for launch in (TWO, stream(16)):
+        ids = pi.index_prefill_with_launch(launch, **inp, topk=3, init_blocks=1,
+                                           local_blocks=1)
+        assert bool((ids == -1).all())
+
+
+def test_garbage_lengths_and_page_ids_stay_in_bounds():
+    """Lengths past the capacity, negative prefixes, non-monotone cu and page ids outside the
+    cache: nothing is read outside a tensor (the capacity clamps blocks, bad pages score -inf),
+    every call returns, and every id written names a block below the capacity."""
+    inp = make_inputs([130, 10], [20, 12], seed=9, extra=0)
+    inp["prefix_lens"] = torch.tensor([10**6, -50], dtype=torch.int32, device=DEVICE)
+    inp["seq_lens"] = torch.tensor([-3, 10**9], dtype=torch.int32, device=DEVICE)
+    inp["cu_seqlens_q"] = torch.tensor([0, 25, 7], dtype=torch.int32, device=DEVICE)
+    inp["block_table"][0, 0] = 10**6
+    inp["block_table"][1, 1] = -4
+    mb = cdiv(inp["max_seq_len"], 128)
+    out = torch.empty((1, 32, 4), dtype=torch.int32, device=DEVICE)
+    for launch in (TWO, stream(16)):
+        out.fill_(-7)  # rows a non-monotone cu leaves to no request stay as they are
+        pi.index_prefill_with_launch(launch, **inp, topk=4, init_blocks=1, local_blocks=1,
+                                     out=out)
+        assert bool(((out == -7) | ((out >= -1) & (out < mb))).all())
+        assert bool((out[:, :7] >= -1).all())  # rows of request 0 before cu[2] are written
+
+
+@pytest.mark.parametrize("change,error,match", [
+    (dict(idx_q="bad"), TypeError, "idx_q"),
+    (dict(num_kv_heads=2), ValueError, "num_kv_heads"),
+    (dict(max_query_len=-1), ValueError, "max_query_len"),
+    (dict(max_seq_len=10**8), ValueError, "max_seq_len"),
+    (dict(max_seq_len=400), ValueError, "block_table"),
+    (dict(cu_seqlens_q=torch.zeros(2, dtype=torch.int32)), ValueError, "cu_seqlens_q"),
+    (dict(prefix_lens=torch.zeros(2, dtype=torch.int64)), ValueError, "prefix_lens"),
+    (dict(seq_lens=torch.zeros(1, dtype=torch.int32)), ValueError, "seq_lens"),
+    (dict(index_kv_cache=torch.zeros(4, 64, 16)), ValueError, "index_kv_cache"),
+    (dict(topk=0), ValueError, "topk"),
+    (dict(topk=513), ValueError, "topk"),
+    (dict(local_blocks=-1), ValueError, "local_blocks"),
+    (dict(out=torch.zeros(1, 5, 4, dtype=torch.int32)), ValueError, "out"),
+])
+def test_rejections_name_the_argument(change, error, match):
+    inp = make_inputs([0, 100], [20, 10], seed=1)
+    kw = dict(inp, topk=4, init_blocks=0, local_blocks=1)
+    for k, v in change.items():
+        kw[k] = v.to(DEVICE) if isinstance(v, torch.Tensor) else v
+    with pytest.raises(error, match=match):
+        generated.index_prefill(**kw)
+
+
+def test_fp8_query_needs_an_fp8_cache():
+    inp = make_inputs([0], [20], q="fp8", cache="bf16")
+    with pytest.raises(ValueError, match="idx_q"):
+        generated.index_prefill_score(**inp)
+
+
+def test_explain_reports_the_matching_rows():
+    info = generated.explain_index_prefill("gfx950", "bf16", "bf16", 128, 4, 8192, 64, 16)
+    assert info["path"] == "two_kernels" and info["block_m"] == 16 and info["kv_splits"] == 1
+    assert "index_prefill_score row" in info["score_rule"]
+    info = generated.explain_index_prefill("sm_90", "bf16", "bf16", 128, 1, 8192, 1024, 16)
+    assert info["path"] == "stream" and info["block_m"] == 64
+
+
+# ---- GPU, full sizes -------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prefix,qlen,H,q,cache", [
+    ([0], [8192], 4, "bf16", "bf16"),
+    ([32768] * 4, [2048] * 4, 1, "bf16", "bf16"),
+    ([122880], [8192], 1, "bf16", "fp8"),
+    ([1024] * 8, [128] * 8, 4, "fp32", "fp32"),
+    ([8192] * 16, [512] * 16, 1, "fp8", "fp8"),
+])
+def test_gpu_full_size(prefix, qlen, H, q, cache):
+    inp = make_inputs(prefix, qlen, H=H, D=128, q=q, cache=cache, seed=21)
+    topk = 16
+    two = pi.index_prefill_with_launch(TWO, **inp, topk=topk, init_blocks=0, local_blocks=1)
+    for block_m in (64 // H, 128 // H):
+        got = pi.index_prefill_with_launch(stream(block_m, num_stages=3), **inp, topk=topk,
+                                           init_blocks=0, local_blocks=1)
+        assert torch.equal(got, two), block_m
+    assert torch.equal(generated.index_prefill(**inp, topk=topk, init_blocks=0,
+                                               local_blocks=1), two)
+    score = generated.index_prefill_score(**inp)
+    T = inp["idx_q"].shape[0]
+    rows = sorted({0, 1, T - 1, T // 2, 127, 128, 129} | set(range(5, T, max(1, T // 40))))
+    rows = [r for r in rows if r < T]
+    ref = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"], rows=rows)
+    scale = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"], rows=rows,
+                               absolute=True)
+    known = ~torch.isnan(ref)
+    err = (score[:, :, :ref.shape[2]].double() - ref).abs()[known]
+    assert bool((err <= SCORE_REL * scale[known] + 1e-30).all())
+    ref_ids = ref_prefill_topk(ref.float(), inp["cu_seqlens_q"], inp["prefix_lens"], topk, 0, 1,
+                               rows=rows)
+    cu = inp["cu_seqlens_q"].tolist()
+    for row in rows:
+        r = max(i for i in range(len(cu) - 1) if cu[i] <= row)
+        nb = (prefix[r] + row - cu[r]) // 128 + 1
+        for h in range(H):
+            vals = ref[h, row, :nb].float().cpu()
+            vals[max(nb - 1, 0):] = float("inf")
+            if kth_gap(vals, nb, topk) > GAP_REL:
+                assert torch.equal(two[h, row].cpu(), ref_ids[h, row]), (h, row)
