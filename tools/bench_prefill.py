@@ -202,21 +202,21 @@ def study_row(pi, args, score, sel_args, out, H, smoke, reps):
     (block_m, warps, stages) and selector (block_k, warps)."""
     cands = {"score": [], "stream": [], "topk": []}
     for bm, splits, warps, stages in itertools.product((64 // H, 128 // H), (1, 2, 4, 8),
-                                                       (4, 8), (2, 3, 4)):
+                                                       (4, 8), (2, 3)):
         launch = dict(block_m=bm, kv_splits=splits, num_warps=warps, num_stages=stages)
         shape, run = pi._plan_scores(*args, None, launch=launch)
 
         def fn(run=run):
             run(*args[:6], score)
         cands["score"].append({**launch, "us": _time(fn, smoke, reps)})
-    for bm, warps, stages in itertools.product((64 // H, 128 // H), (4, 8), (2, 3, 4)):
+    for bm, warps, stages in itertools.product((64 // H, 128 // H), (4, 8), (2, 3)):
         launch = dict(variant="index_prefill_stream", block_m=bm, topk_tile=16, num_warps=warps,
                       num_stages=stages)
         cands["stream"].append({**launch, "us": _time(
             lambda launch=launch: pi.index_prefill_with_launch(launch, *args, TOPK, INIT_BLOCKS,
                                                                LOCAL_BLOCKS, out),
             smoke, reps)})
-    for bk, warps in itertools.product((64, 128, 256, 512, 1024, 2048), (2, 4, 8)):
+    for bk, warps in itertools.product((128, 256, 512, 1024, 2048), (4, 8)):
         launch = dict(block_k=bk, num_warps=warps, num_stages=None)
         _, run = pi._plan_topk(score, *sel_args, out, None, launch=launch)
         cands["topk"].append({**launch, "us": _time(
