@@ -46,8 +46,8 @@ TILE_PARAMS = (
 )
 
 SPECS = [
-    Variant(name="index_prefill_score", template="index_prefill_score.py.j2",
-            output="index_prefill_score.py", **COMMON,
+    Variant(name="index_prefill_score", template="prefill_score.py.j2",
+            output="prefill_score.py", **COMMON,
             doc="query-tile block scorer: grid (cdiv(max_query_len, block_m) · kv_splits, R), "
                 "every K page loaded once per tile for all H heads",
             tensors=(IDX_Q, CACHE, BLOCK_TABLE, CU_SEQLENS_Q, SEQ_LENS, PREFIX_LENS, SCORE),
@@ -56,8 +56,8 @@ SPECS = [
                           doc="contiguous block ranges per tile (same scores for any value)"),
                     NUM_WARPS, NUM_STAGES),
             defaults=dict(block_m=64, kv_splits=1, num_warps=4, num_stages=3)),
-    Variant(name="index_prefill_stream", template="index_prefill_score.py.j2",
-            output="index_prefill_score.py", **COMMON,
+    Variant(name="index_prefill_stream", template="prefill_score.py.j2",
+            output="prefill_score.py", **COMMON,
             doc="streaming scorer + selector: the scorer's tile keeps each row's running top "
                 "keys and writes ids (no score tensor)",
             tensors=(IDX_Q, CACHE, BLOCK_TABLE, CU_SEQLENS_Q, SEQ_LENS, PREFIX_LENS, OUT),
@@ -68,8 +68,8 @@ SPECS = [
                     NUM_WARPS, NUM_STAGES),
             defaults=dict(block_m=64, topk_tile=MAX_STREAM_TOPK_TILE, num_warps=4,
                           num_stages=3)),
-    Variant(name="index_prefill_topk", template="index_prefill_topk.py.j2",
-            output="index_prefill_topk.py", **COMMON,
+    Variant(name="index_prefill_topk", template="prefill_topk.py.j2",
+            output="prefill_topk.py", **COMMON,
             doc="per-token top-k selector: grid (T, H), the score row read in block_k tiles",
             tensors=(SCORE, CU_SEQLENS_Q, PREFIX_LENS, OUT),
             params=(Param(name="block_k", kind="int", pow2=True, minimum=16, maximum=2048,

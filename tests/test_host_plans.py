@@ -135,7 +135,7 @@ def test_warmup_gives_each_router_shape_its_weight_dtype_and_token_cap(monkeypat
     calls = []
     monkeypatch.setattr(precompile, "router_gemm", lambda x, w, hardware: calls.append(
         (tuple(w.shape), w.dtype, x.shape[0])))
-    generated.warmup("cpu", decode=False, router_shapes=((7168, 896), (4096, 8)),
+    generated.warmup("cpu", decode=False, prefill=False, router_shapes=((7168, 896), (4096, 8)),
                      router_dtypes=("bf16",), num_tokens=(1, 9, 10, 32), progress=False)
     assert calls == [((896, 7168), torch.bfloat16, 1), ((896, 7168), torch.bfloat16, 9),
                      ((8, 4096), torch.float32, 1), ((8, 4096), torch.float32, 9),
@@ -143,7 +143,8 @@ def test_warmup_gives_each_router_shape_its_weight_dtype_and_token_cap(monkeypat
 
 
 def test_warmup_takes_only_supported_dtype_pairs(monkeypatch):
-    """The full decode domain holds fp8 queries; warm-up pairs them with the fp8 cache only
+    """The full decode (and prefill) domain holds fp8 queries; warm-up pairs them with the fp8
+    cache only
     (an fp8 query with another cache is rejected by the entries: nothing to compile), and
     every pair the entries accept is warmed (the calls recorded, not run)."""
     from generated import decode_indexer, precompile
@@ -151,6 +152,9 @@ def test_warmup_takes_only_supported_dtype_pairs(monkeypatch):
     calls = []
     monkeypatch.setattr(precompile, "_decode_call", lambda device, hw, q, cache, *rest:
                         calls.append((q, cache)))
+    monkeypatch.setattr(precompile, "_prefill_call", lambda device, hw, q, cache, *rest:
+                        calls.append((q, cache)))
+    monkeypatch.setattr(precompile, "index_prefill_topk", lambda *a, **k: None)
     generated.warmup("cpu", hardware="sm_90", router=False, head_dims=(128,), num_heads=(1,),
                      max_decode_query_lens=(1,), num_reqs=(1,), max_seq_lens=(1024,),
                      progress=False)
@@ -192,6 +196,19 @@ def test_gpu_warmup_leaves_nothing_to_compile():
     for M in (1, 4, 8, 16, 32):
         generated.router_gemm(torch.randn((M, 6144), device="cuda").bfloat16(),
                               torch.randn((128, 6144), device="cuda"))
+    for H, T, prefix in ((1, 3000, 40000), (2, 700, 0)):  # prefill: other lengths and tables
+        pages = T // 128 + prefix // 128 + 2
+        cache = torch.randn((pages, 128, 128), device="cuda", generator=g).bfloat16()
+        table = torch.randperm(pages, device="cuda", generator=g).int().view(1, -1)
+        q = torch.randn((T, H, 128), device="cuda", generator=g).bfloat16()
+        cu = torch.tensor([0, T], dtype=torch.int32, device="cuda")
+        lens = torch.tensor([prefix + T], dtype=torch.int32, device="cuda")
+        pre = torch.tensor([prefix], dtype=torch.int32, device="cuda")
+        args = (q, cache, table, cu, lens, pre, T, prefix + T, H)
+        out = torch.empty((T, H, 16), dtype=torch.int32, device="cuda").transpose(0, 1)
+        generated.index_prefill(*args, 16, 0, 1, out)
+        generated.index_prefill_topk(generated.index_prefill_score(*args), cu, pre, T, 16, 0, 1,
+                                     out)
     torch.cuda.synchronize()
     assert _compiled_count() == before
 

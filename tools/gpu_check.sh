@@ -4,6 +4,7 @@
 #   bash tools/gpu_check.sh             # GPU tests, then the benchmark
 #   bash tools/gpu_check.sh verify      # GPU tests + quick bench (the first call of a session)
 #   bash tools/gpu_check.sh bench-only  # only the benchmark
+#   bash tools/gpu_check.sh prefill [--study]  # prefill GPU tests + tools/bench_prefill.py
 #   bash tools/gpu_check.sh tune router [measure options]   # measure one section (one run file;
 #   bash tools/gpu_check.sh tune decode [measure options]   #   repeat on a second machine)
 #
@@ -26,8 +27,8 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 MODE=${1:-all}
 PY=${PYTHON:-python3}
-case "$MODE" in all|tune|bench-only|verify) ;;
-  *) echo "usage: $0 [verify|bench-only|tune router|tune decode]"; exit 2;; esac
+case "$MODE" in all|tune|bench-only|verify|prefill) ;;
+  *) echo "usage: $0 [verify|bench-only|prefill|tune router|tune decode]"; exit 2;; esac
 SECTION=
 if [ "$MODE" = tune ]; then
   SECTION=${2:-}
@@ -64,6 +65,15 @@ if [ "$MODE" = tune ]; then
   tune_rc=$?
 fi
 
+if [ "$MODE" = prefill ]; then
+  echo "== prefill GPU tests ($(date -u +%T))"
+  $PY -m pytest -q -m gpu tests/test_index_prefill.py 2>&1 | tee "$OUT/gpu_tests.log"
+  tests_rc=$?
+  echo "== prefill benchmark ($(date -u +%T))"
+  $PY tools/bench_prefill.py --out "$OUT" "$@" 2>&1 | tee "$OUT/bench_prefill.log"
+  bench_rc=$?
+fi
+
 if [ "$MODE" = all ] || [ "$MODE" = verify ]; then
   echo "== GPU tests ($(date -u +%T))"
   jobs=()
@@ -97,7 +107,8 @@ if [ "$tests_rc" != - ]; then
 fi
 if [ "$bench_rc" != - ]; then
   echo "bench: rc=$bench_rc"
-  grep -E '^  decode .*(PASS|FAIL)|^  router \(|^  ERROR|^TARGETS:' "$OUT/bench.log"
+  grep -hE '^  decode .*(PASS|FAIL)|^  router \(|^  ERROR|^TARGETS:|^prefill:' \
+      "$OUT"/bench.log "$OUT"/bench_prefill.log 2>/dev/null
 fi
 echo "files: $(cd "$OUT" && ls | tr '\n' ' ')"
 rc=0
