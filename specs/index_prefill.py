@@ -1,4 +1,4 @@
-"""MiniMax-M3 lightning-indexer prefill (docs/KERNELS.md §15, dtypes §14.4).
+"""MiniMax-M3 lightning-indexer prefill (docs/KERNELS.md §7, dtypes §14.4).
 
 Variants: the query-tile block scorer (optionally split over KV for grids too small to fill the
 GPU), the per-token top-k selector, the streaming scorer + selector that never materialises the

@@ -1,4 +1,4 @@
-"""Independent pure-torch reference for the prefill indexer (docs/KERNELS.md §15).
+"""Independent pure-torch reference for the prefill indexer (docs/KERNELS.md §7).
 
 Written from the contract only; shares no code with generated/. Scores in float64 (the exact
 value of bf16/fp16/fp8 products and their sums, to within float64 rounding), selection by the
@@ -30,7 +30,7 @@ def request_keys(index_kv_cache, block_table, r, seq_len):
 
 def ref_prefill_scores(idx_q, index_kv_cache, block_table, cu_seqlens_q, seq_lens, prefix_lens,
                        max_seq_len, rows=None, absolute=False):
-    """float64 scores [H, T, cdiv(max_seq_len, 128)]; NaN where §15 leaves them unspecified
+    """float64 scores [H, T, cdiv(max_seq_len, 128)]; NaN where §7 leaves them unspecified
     (b ≥ nb(p), rows of no request). ``rows``: only these rows (others NaN). ``absolute``:
     the block max of Σ|q·k| instead (the scale of the allowed error)."""
     T, H, D = idx_q.shape

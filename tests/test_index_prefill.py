@@ -1,4 +1,4 @@
-"""Prefill indexer (docs/KERNELS.md §15) against an independent float64 reference: scores within
+"""Prefill indexer (docs/KERNELS.md §7) against an independent float64 reference: scores within
 1e-6 · Σ|q·k|, ids by the §4.1 order (exactly, from the kernel's own fp32 scores; against
 float64 where the k-th / (k+1)-th gap exceeds 1e-5), the streaming path equal to the two-call
 path, every KV split bitwise equal, forcing, ties, strided inputs and outputs, T = 0, garbage
