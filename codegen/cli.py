@@ -25,7 +25,10 @@ def _load(args) -> registry_mod.Registry:
 
 
 def _require_paths(args) -> None:
-    """Outside a checkout --specs (and --out for regenerate) have no default: say so in a line."""
+    """Outside a checkout --specs (and --out for regenerate) have no default: say so in a line.
+    `explain` then reads the installed generated tables instead."""
+    if args.command == "explain":
+        return
     missing = [flag for flag, value in (("--specs DIR", args.specs),
                                         ("--out DIR", getattr(args, "out", ""))) if value is None]
     if missing:
@@ -126,7 +129,86 @@ def explain_policy(reg, policy_name: str, values: dict) -> dict:
     return info
 
 
+def _generated_tables() -> dict:
+    """The installed `generated` package's dispatch tables (policy name → Table)."""
+    try:
+        from generated import dispatch
+    except ImportError as e:
+        raise CliError(f"codegen explain: no --specs and no importable `generated` package "
+                       f"({e})") from None
+    return dispatch.TABLES
+
+
+def _table_value(table, axis: str, domain, text: str):
+    """An axis value of a generated table from the command line (its domain decides the kind)."""
+    if hasattr(domain, "lo"):  # an int Range
+        try:
+            value = int(text)
+        except ValueError:
+            raise CliError(f"codegen explain: {axis}={text!r} is not an integer") from None
+        if value not in domain:
+            raise CliError(f"codegen explain: {axis}={value} is outside {domain}")
+        return value
+    if axis == "hardware":
+        from generated import _runtime
+        text = _runtime.normalize_hardware(text)
+    for v in domain:
+        rendered = "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        if text in (rendered, str(v), ",".join(map(str, v)) if isinstance(v, tuple) else None):
+            return v
+    raise CliError(f"codegen explain: {axis}={text!r} is not one of "
+                   f"{', '.join(map(str, domain))}")
+
+
+def _row_info(row) -> dict:
+    return {"variant": row.variant, "params": dict(row.params), "rule": row.index,
+            "where": row.where, "note": row.note}
+
+
+def explain_generated(args) -> int:
+    """`codegen explain` from the generated tables (an installed package, no --specs): the same
+    lookups the dispatcher makes at run time; rule locations name the spec lines they came
+    from."""
+    tables = _generated_tables()
+    target = args.target
+    variants = {r.variant for t in tables.values() for r in t.rows if r.variant}
+    if target in variants and not args.values:
+        rows = [{"policy": name, **_row_info(r),
+                 "when": ", ".join(f"{a}={c}" for a, c in zip(t.axes, r.conds)
+                                   if c is not None)}
+                for name, t in tables.items() for r in t.rows if r.variant == target]
+        info = {"variant": target, "source": "generated tables", "selected_by": rows}
+        print(json.dumps(info, indent=2, default=str) if args.json else _pretty(info))
+        return 0
+    if target not in tables:
+        raise CliError(f"codegen explain: {target!r} is neither a policy "
+                       f"({', '.join(tables)}) nor a variant of the generated tables")
+    table = tables[target]
+    values = {}
+    for item in args.values:
+        if "=" not in item:
+            raise CliError(f"codegen explain: expected axis=value, got {item!r}")
+        key, text = item.split("=", 1)
+        if key not in table.axes:
+            raise CliError(f"codegen explain: policy {target!r} has no axis {key!r} "
+                           f"(axes: {', '.join(table.axes)})")
+        values[key] = _table_value(table, key, table.domains[table.axes.index(key)], text)
+    missing = [a for a in table.axes if a not in values]
+    if missing:
+        raise CliError(f"codegen explain: give a value for {', '.join(missing)}")
+    try:
+        row = table.lookup(*table.point(**values))
+    except (LookupError, ValueError) as e:
+        print(f"codegen explain: {e}", file=sys.stderr)
+        return 1
+    info = {"policy": target, "inputs": values, **_row_info(row), "source": "generated tables"}
+    print(json.dumps(info, indent=2, default=str) if args.json else _pretty(info))
+    return 0
+
+
 def cmd_explain(args) -> int:
+    if args.specs is None:
+        return explain_generated(args)
     reg = _load(args)
     target = args.target
     if target in reg.variants and not args.values:
@@ -214,7 +296,9 @@ def main(argv=None) -> int:
                                    "dispatcher matches (variant, launch parameters, spec line); "
                                    "`codegen explain VARIANT` prints a variant, its file and the "
                                    "rules that select it. Example: codegen explain router_gemm "
-                                   "hardware=sm_90 shape=6144x128 num_tokens=4")
+                                   "hardware=sm_90 shape=6144x128 num_tokens=4. Outside a "
+                                   "checkout without --specs it reads the installed generated "
+                                   "tables.")
     p.add_argument("target", help="policy or variant name")
     p.add_argument("values", nargs="*", help="axis=value pairs (policy form)")
     p.add_argument("--json", action="store_true", help="JSON output")

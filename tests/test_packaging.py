@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import glob
 import importlib.metadata
+import json
 import os
 import re
 import shutil
@@ -120,6 +121,45 @@ def test_installed_codegen_asks_for_specs_and_works_with_them(wheel, tmp_path):
     shipped = {p: open(os.path.join(ROOT, "generated", p), "rb").read()
                for p in os.listdir(os.path.join(ROOT, "generated")) if p != "__pycache__"}
     assert produced == shipped
+
+
+def test_installed_codegen_explains_every_policy_from_the_generated_tables(wheel, tmp_path):
+    """Outside a checkout, `codegen explain` without --specs reads the installed tables: for a
+    point of every policy it gives the row the specs give (variant, params, spec line)."""
+    _, unpacked = wheel
+    import generated
+    from codegen import cli, registry
+
+    reg = registry.load()
+    cases = []
+    for name, table in generated.dispatch.TABLES.items():
+        row = next(r for r in table.rows if r.variant)
+        values = {}
+        for axis, domain, cond in zip(table.axes, table.domains, row.conds):
+            pick = domain if cond is None else cond
+            value = pick.lo if hasattr(pick, "lo") else pick[0]
+            values[axis] = "x".join(map(str, value)) if isinstance(value, tuple) else str(value)
+        cases.append((name, [f"{k}={v}" for k, v in values.items()]))
+    run = _run(f"""
+        import contextlib, io, json
+        from codegen import cli
+        for name, values in {cases!r}:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                assert cli.main(["explain", name, *values, "--json"]) == 0
+            print(json.dumps(json.loads(out.getvalue())))
+        """, tmp_path, unpacked)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = [json.loads(line) for line in run.stdout.splitlines()]
+    assert {g["policy"] for g in got} == set(reg.policies)
+    for (name, values), info in zip(cases, got):
+        policy = reg.policies[name]
+        parsed = {v.split("=", 1)[0]: cli._parse_value(policy.axis(v.split("=", 1)[0]),
+                                                       v.split("=", 1)[1], {})
+                  for v in values}
+        spec = cli.explain_policy(reg, name, parsed)
+        assert (info["variant"], info["params"], info["where"]) == \
+            (spec["variant"], spec["params"], spec["where"]), name
 
 
 def test_checkout_codegen_works_from_another_directory(tmp_path):
