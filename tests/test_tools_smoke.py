@@ -40,6 +40,18 @@ def test_bench_smoke_runs_every_section(tmp_path):
     assert all(row["vs_bf16"] > 0 for row in other)
 
 
+def test_bench_prefill_smoke_checks_every_path(tmp_path):
+    run = _run([os.path.join("tools", "bench_prefill.py"), "--smoke", "--reps", "2",
+                "--out", str(tmp_path)])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "bench_prefill.json").read_text())
+    assert report["rows"], "no prefill rows"
+    for row in report["rows"]:
+        assert row["check"]["ok"], row["check"]
+        assert set(row["us"]) == {"score", "topk", "two_kernels", "stream", "table"}
+        assert row["scratch_bytes"]["stream"] == 0 < row["scratch_bytes"]["two_kernels"]
+
+
 @pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "sm90_code.py"])
 def test_device_tools_parse_their_command_line(tool):
     run = _run([os.path.join("tools", tool), "--help"], timeout=120)

@@ -31,7 +31,7 @@ CHECK_ROWS = 48  # rows per scenario checked against float64 (first/last rows, b
 KIND_ROWS = ((1, 0, 8192, 1), (4, 32768, 2048, 1), (1, 122880, 8192, 1))
 KINDS = {"bf16": ("bf16", "bf16"), "fp8kv": ("bf16", "fp8e4m3"), "fp8": ("fp8e4m3", "fp8e4m3"),
          "fp32": ("fp32", "fp32")}
-SMOKE_ROWS = ((2, 100, 60, 1), (1, 0, 130, 2))
+SMOKE_ROWS = ((2, 100, 30, 1), (1, 120, 40, 2))
 
 
 def parse_args(argv=None):

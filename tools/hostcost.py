@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Host cost per eager call of every public entry (issue 13), on a CUDA device.
+"""Host cost per eager call of every public entry (issues 13, 19), on a CUDA device.
 
     python3 tools/hostcost.py [--out DIR] [--calls 300]
 
@@ -23,6 +23,8 @@ import targets  # noqa: E402  (tools/targets.py)
 
 # (R, context, Q) of the decode rows; (K, N, M, x dtype) of the router rows (issue 13)
 DECODE = ((1, 8192, 4), (16, 131072, 4))
+# (R, prefix, chunk, H) of the prefill rows (issue 19): entries judged like the decode ones
+PREFILL = ((1, 0, 8192, 1), (8, 1024, 128, 4))
 ROUTER = ((6144, 128, 1, "bf16"), (3072, 256, 8, "bf16"))
 SLEEP_CYCLES = 2_000_000_000  # ~1 s of GPU time: longer than the timed calls
 
@@ -58,6 +60,29 @@ def decode_fns(generated, R, ctx, Q):
     return sc.name.replace("  ", " "), decode, scores, inp
 
 
+def prefill_fns(generated, row):
+    """(name, call, host target) of the three prefill entries on one bench_prefill row."""
+    import bench_prefill as bp
+
+    inp = bp.make_inputs(row, "bf16", "cuda")
+    args = [inp[k] for k in ("idx_q", "index_kv_cache", "block_table", "cu_seqlens_q",
+                             "seq_lens", "prefix_lens", "max_query_len", "max_seq_len",
+                             "num_kv_heads")]
+    sel = (inp["cu_seqlens_q"], inp["prefix_lens"], inp["max_query_len"], bp.TOPK,
+           bp.INIT_BLOCKS, bp.LOCAL_BLOCKS)
+    score = generated.index_prefill_score(*args)
+    R, prefix, chunk, H = row
+    label = f"R{R} ({prefix}+{chunk}) H{H}"
+    return [
+        (f"index_prefill {label}", lambda: generated.index_prefill(
+            *args, bp.TOPK, bp.INIT_BLOCKS, bp.LOCAL_BLOCKS), targets.HOST_US["index_decode"]),
+        (f"index_prefill_score {label}", lambda: generated.index_prefill_score(*args),
+         targets.HOST_US["index_decode_scores"]),
+        (f"index_prefill_topk {label}", lambda: generated.index_prefill_topk(score, *sel),
+         targets.HOST_US["index_decode_scores"]),
+    ]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None)
@@ -85,6 +110,10 @@ def main(argv=None) -> int:
         record(f"index_decode_scores {name}", host_us(scores, args.calls),
                targets.HOST_US["index_decode_scores"])
         del inp
+        common.free_memory()
+    for row in PREFILL:
+        for name, fn, target in prefill_fns(generated, row):
+            record(name, host_us(fn, args.calls), target)
         common.free_memory()
     for K, N, M, dt in ROUTER:
         x = torch.randn((M, K), device="cuda").to(common.torch_dtype(dt))
