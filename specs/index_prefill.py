@@ -70,12 +70,15 @@ SPECS = [
                           num_stages=3)),
     Variant(name="index_prefill_topk", template="prefill_topk.py.j2",
             output="prefill_topk.py", **COMMON,
-            doc="per-token top-k selector: grid (T, H), the score row read in block_k tiles",
+            doc="per-token top-k selector: grid (cdiv(T, block_rows), H), block_rows rows per "
+                "program read in block_k tiles",
             tensors=(SCORE, CU_SEQLENS_Q, PREFIX_LENS, OUT),
             params=(Param(name="block_k", kind="int", pow2=True, minimum=16, maximum=2048,
                           doc="blocks per tile; next_pow2(topk) must fit it"),
+                    Param(name="block_rows", kind="int", pow2=True, minimum=1, maximum=64,
+                          doc="rows (tokens) per program"),
                     NUM_WARPS, NUM_STAGES),
-            defaults=dict(block_k=512, num_warps=4, num_stages=None)),
+            defaults=dict(block_k=512, block_rows=2, num_warps=4, num_stages=None)),
     Variant(name="index_prefill", template="prefill_indexer.py.j2",
             output="prefill_indexer.py", **COMMON,
             doc="host entries: validation, dispatch, scratch; as an `index_prefill` row: the "
@@ -84,73 +87,129 @@ SPECS = [
 ]
 
 # ---------------------------------------------------------------------------------------------
+# Input classes: the pairs whose products are 16-bit (or fp8 widened to fp16), and those that
+# compute in fp32 (3xTF32: several times the registers and shared memory of a 16-bit tile).
+SIXTEEN_BIT = (
+    {"q_dtype": "bf16", "cache_dtype": one_of("bf16", "fp8e4m3")},
+    {"q_dtype": "fp16", "cache_dtype": one_of("fp16", "fp8e4m3")},
+    {"q_dtype": "fp8e4m3", "cache_dtype": one_of("bf16", "fp16", "fp8e4m3")},  # (non-fp8: rejected)
+)
+FP32_PRODUCTS = (
+    {"q_dtype": "fp32"},
+    {"q_dtype": one_of("bf16", "fp16", "fp8e4m3"), "cache_dtype": "fp32"},
+    {"q_dtype": "bf16", "cache_dtype": "fp16"},
+    {"q_dtype": "fp16", "cache_dtype": "bf16"},
+)
+
+
+def lanes(n):
+    """block_m per head count for a tile of n query lanes (block_m · H = n)."""
+    return {h: dict(block_m=n // h) for h in NUM_HEADS}
+
+
+# ---------------------------------------------------------------------------------------------
 # index_prefill_score: tile and KV split
 
 # Upstream's launch: a 64-row query tile per program, no split; our tile holds all H heads,
-# so 64 lanes are 64 // H tokens.
-UPSTREAM_TILE = {1: dict(block_m=64), 2: dict(block_m=32), 4: dict(block_m=16)}
-UPSTREAM_SCORE_OPTIONS = dict(kv_splits=1, num_warps=4, num_stages=None)
+# so 64 lanes are 64 // H tokens. fp32 products: a 16-lane tile, one stage (a 64-lane 3xTF32
+# tile needs 196 KiB of shared memory even unpipelined: more than gfx950's LDS).
+UPSTREAM = (lanes(64), dict(kv_splits=1, num_warps=4, num_stages=None))
+PORTABLE_FP32 = (lanes(16), dict(kv_splits=1, num_warps=4, num_stages=1))
 
-# sm_90, not measured yet (one H200 study, 2026-12-01): 64-lane tiles, four warps, three stages;
-# a KV split where the tiles alone cannot fill the 132 SMs.
-SM90_SPLITS = Buckets(axis="num_tokens", rows=(
-    (1, 1024, dict(kv_splits=8)), (1025, 4096, dict(kv_splits=2)), (4097, None, dict(kv_splits=1)),
+# sm_90, not measured by the tuner yet (bench_prefill --study on one H200, 2026-12-01): 64-lane
+# tiles, 4 warps, 3 stages up to 4096 tokens; 128-lane tiles, 8 warps, 2 stages above (e.g.
+# 467 µs against 864 for the 64-lane tile at 122880 + 8192 tokens); a KV split of 8 (it helps
+# small grids and costs ≤ 7 % elsewhere). fp32 products: 64 lanes, 4 warps, one stage (196 KiB).
+SM90_TILES = Buckets(axis="num_tokens", rows=(
+    (1, 4096, dict(kv_splits=8, num_warps=4, num_stages=3)),
+    (4097, None, dict(kv_splits=8, num_warps=8, num_stages=2)),
 ))
-SM90_SCORE_OPTIONS = dict(num_warps=4, num_stages=3)
+SM90_LANES = {(1, 4096): 64, (4097, None): 128}
+SM90_FP32 = (lanes(64), dict(kv_splits=8, num_warps=4, num_stages=1))
 
 
-def score_rules(hw, options, by=None, note=""):
-    return [Rule(when={"hardware": hw, "num_heads": h}, variant="index_prefill_score",
-                 params={**UPSTREAM_TILE[h], **options}, by=by, note=note)
-            for h in NUM_HEADS]
+def tile_rules(hw, inputs, tile, note):
+    """One rule per head count (and per input class piece) with that tile's launch."""
+    per_head, options = tile
+    return [Rule(when={"hardware": hw, "num_heads": h, **piece},
+                 variant="index_prefill_score", params={**per_head[h], **options}, note=note)
+            for piece in inputs for h in NUM_HEADS]
+
+
+def sm90_score_rules(hw):
+    rules = []
+    for (lo, hi, options), n in zip(SM90_TILES.rows, SM90_LANES.values()):
+        tokens = between(lo, hi) if hi is not None else at_least(lo)
+        rules += tile_rules(hw, [{**p, "num_tokens": tokens} for p in SIXTEEN_BIT],
+                            (lanes(n), options), f"{n}-lane tile (not tuned)")
+    return rules + tile_rules(hw, FP32_PRODUCTS, SM90_FP32, "fp32 products (not tuned)")
 
 
 INDEX_PREFILL_SCORE_RULES = [
-    *score_rules(one_of("gfx950", "generic"), UPSTREAM_SCORE_OPTIONS,
-                 note="upstream's 64-row query tile, no split"),
-    *(rule for hw in MEASURED for rule in score_rules(
-        hw, SM90_SCORE_OPTIONS, by=SM90_SPLITS,
-        note="64-lane tile, KV split for small grids (not measured)")),
+    *tile_rules(one_of("gfx950", "generic"), SIXTEEN_BIT, UPSTREAM,
+                "upstream's 64-row query tile, no split"),
+    *tile_rules(one_of("gfx950", "generic"), FP32_PRODUCTS, PORTABLE_FP32,
+                "fp32 products: 16-lane tile, one stage"),
+    *(rule for hw in MEASURED for rule in sm90_score_rules(hw)),
 ]
 
 # ---------------------------------------------------------------------------------------------
-# index_prefill_topk: selector tile (upstream autotunes it over 64..2048 at run time; the rows
-# take the smallest tile that holds a whole row of that many blocks, at least next_pow2(topk))
+# index_prefill_topk: selector tile (upstream autotunes it over 64..2048 at run time). Each row
+# takes the smallest tile that holds a whole row of that many blocks (at least 64 and
+# next_pow2(topk)), up to `widest`; programs take 1024 keys' worth of rows.
 
-def selector_rules(hw, note):
+def selector_rules(hw, widest, note):
     rules = []
-    for lo, hi, tile in ((0, 64, 64), (65, 128, 128), (129, 256, 256), (257, 512, 512),
-                         (513, 1024, 1024), (1025, None, 2048)):
-        small = Rule(when={"hardware": hw, "topk": between(1, min(tile, MAX_TOPK)),
-                           "max_block": between(lo, hi) if hi is not None else at_least(lo)},
-                     variant="index_prefill_topk", note=note,
-                     params=dict(block_k=tile, num_warps=4 if tile <= 512 else 8,
-                                 num_stages=None))
-        rules.append(small)
-        if tile < MAX_TOPK:
-            rules.append(Rule(when={"hardware": hw, "topk": between(tile + 1, MAX_TOPK),
-                                    "max_block": between(lo, hi)},
-                              variant="index_prefill_topk", note=f"{note}; tile ≥ topk",
-                              params=dict(block_k=512, num_warps=4, num_stages=None)))
+    tiles = [t for t in (64, 128, 256, 512, 1024, 2048) if t <= widest]
+    for i, tile in enumerate(tiles):
+        lo = 0 if i == 0 else tiles[i - 1] + 1
+        blocks = between(lo, tile) if tile < widest else at_least(lo)
+        for topk, k in ((between(1, min(tile, MAX_TOPK)), tile),
+                        (between(tile + 1, MAX_TOPK), max(512, tile))):
+            if topk.lo > topk.hi:
+                continue
+            rules.append(Rule(when={"hardware": hw, "topk": topk, "max_block": blocks},
+                              variant="index_prefill_topk", note=note,
+                              params=dict(block_k=k, block_rows=max(1, 1024 // k),
+                                          num_warps=4, num_stages=None)))
     return rules
 
 
-INDEX_PREFILL_TOPK_RULES = selector_rules(one_of(*HARDWARE), "one tile per row where it fits")
+INDEX_PREFILL_TOPK_RULES = [
+    *selector_rules(one_of("gfx950", "generic"), 2048, "one tile per row where it fits"),
+    # sm_90 (one H200): 512-block tiles beat wider ones at 1024 blocks (136 µs against 164)
+    *(r for hw in MEASURED for r in selector_rules(hw, 512, "one tile per row up to 512")),
+]
 
 # ---------------------------------------------------------------------------------------------
-# index_prefill: one call, streaming or two kernels
+# index_prefill: one call, streaming or two kernels. sm_90 (one H200): with one head the two
+# kernels win (their scorer splits KV; 603 against 943 µs at 122880 + 8192 tokens), with two or
+# four the streaming kernel does (the selector has H× the rows: 109 against 149 µs at 8192
+# tokens, H 4).
 
-SM90_STREAM = dict(block_m=64, topk_tile=MAX_STREAM_TOPK_TILE, num_warps=4, num_stages=3)
+SM90_STREAM = (lanes(64), dict(topk_tile=MAX_STREAM_TOPK_TILE, num_warps=4, num_stages=3))
+SM90_STREAM_FP32 = (lanes(64), dict(topk_tile=MAX_STREAM_TOPK_TILE, num_warps=4, num_stages=1))
+
+
+def sm90_prefill_rules(hw):
+    small_topk = {"topk": between(1, MAX_STREAM_TOPK_TILE)}
+    rules = [Rule(when={"hardware": hw, "num_heads": 1, **small_topk}, variant="index_prefill",
+                  note="two kernels: one head (not tuned)")]
+    for inputs, (per_head, options) in ((SIXTEEN_BIT, SM90_STREAM),
+                                        (FP32_PRODUCTS, SM90_STREAM_FP32)):
+        rules += [Rule(when={"hardware": hw, "num_heads": h, **small_topk, **piece},
+                       variant="index_prefill_stream", params={**per_head[h], **options},
+                       note="streaming: several heads (not tuned)")
+                  for piece in inputs for h in (2, 4)]
+    rules.append(Rule(when={"hardware": hw, "topk": between(MAX_STREAM_TOPK_TILE + 1, MAX_TOPK)},
+                      variant="index_prefill", note="two kernels: topk beyond the streaming keys"))
+    return rules
+
 
 INDEX_PREFILL_RULES = [
     Rule(when={"hardware": one_of("gfx950", "generic")}, variant="index_prefill",
          note="two kernels (upstream has no streaming selector)"),
-    *[Rule(when={"hardware": hw, "num_heads": h, "topk": between(1, MAX_STREAM_TOPK_TILE)},
-           variant="index_prefill_stream", params={**SM90_STREAM, **UPSTREAM_TILE[h]},
-           note="streaming (not measured)") for hw in MEASURED for h in NUM_HEADS],
-    *[Rule(when={"hardware": hw, "topk": between(MAX_STREAM_TOPK_TILE + 1, MAX_TOPK)},
-           variant="index_prefill", note="two kernels: topk beyond the streaming key list")
-      for hw in MEASURED],
+    *(rule for hw in MEASURED for rule in sm90_prefill_rules(hw)),
 ]
 
 PREFILL_INPUT_AXES = (
