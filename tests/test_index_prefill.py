@@ -292,10 +292,13 @@ def test_gpu_full_size(prefix, qlen, H, q, cache):
     inp = make_inputs(prefix, qlen, H=H, D=128, q=q, cache=cache, seed=21)
     topk = 16
     two = pi.index_prefill_with_launch(TWO, **inp, topk=topk, init_blocks=0, local_blocks=1)
-    for block_m in (64 // H, 128 // H):
-        got = pi.index_prefill_with_launch(stream(block_m, num_stages=3), **inp, topk=topk,
+    # streaming tiles of 64 and 128 lanes (fp32 products: 64 lanes, unpipelined, as its rows)
+    tiles = ((64, 4, 1),) if "fp32" in (q, cache) else ((64, 4, 3), (128, 8, 2))
+    for lanes, warps, stages in tiles:
+        got = pi.index_prefill_with_launch(stream(lanes // H, num_warps=warps,
+                                                  num_stages=stages), **inp, topk=topk,
                                            init_blocks=0, local_blocks=1)
-        assert torch.equal(got, two), block_m
+        assert torch.equal(got, two), lanes
     assert torch.equal(generated.index_prefill(**inp, topk=topk, init_blocks=0,
                                                local_blocks=1), two)
     score = generated.index_prefill_score(**inp)

@@ -147,9 +147,10 @@ def run_row(generated, row, kind, device, reps, study, smoke):
     explain = generated.explain_index_prefill(hw, inp["idx_q"].dtype,
                                               inp["index_kv_cache"].dtype, D, H, T,
                                               common.cdiv(inp["max_seq_len"], BLOCK), TOPK)
-    # the streaming kernel is timed on every row (the table's launch where it streams)
+    # the streaming kernel is timed on every row (the table's launch where it streams; else a
+    # 64-lane tile, unpipelined for fp32 products, whose 3xTF32 tiles fill shared memory)
     stream_launch = {"variant": "index_prefill_stream", "block_m": 64 // H, "topk_tile": 16,
-                     "num_warps": 4, "num_stages": 3}
+                     "num_warps": 4, "num_stages": 1 if kind == "fp32" else 3}
     if explain["path"] == "stream":
         stream_launch.update({k: explain[k] for k in ("block_m", "topk_tile", "num_warps",
                                                       "num_stages")})
@@ -199,25 +200,29 @@ def run_row(generated, row, kind, device, reps, study, smoke):
 
 def study_row(pi, args, score, sel_args, out, H, smoke, reps):
     """µs of launch candidates: scorer (block_m, kv_splits, warps, stages), streaming
-    (block_m, warps, stages) and selector (block_k, warps)."""
+    (block_m, warps, stages) and selector (block_k, block_rows, warps)."""
     cands = {"score": [], "stream": [], "topk": []}
-    for bm, splits, warps, stages in itertools.product((64 // H, 128 // H), (1, 2, 4, 8),
-                                                       (4, 8), (2, 3)):
-        launch = dict(block_m=bm, kv_splits=splits, num_warps=warps, num_stages=stages)
+    # (query lanes, warps, stages): 64-lane tiles as 4 warps, 128-lane ones as 4 or 8
+    tiles = ((64, 4, 3), (64, 4, 2), (128, 8, 2), (128, 4, 2))
+    for (n, warps, stages), splits in itertools.product(tiles, (2, 4, 8)):
+        launch = dict(block_m=n // H, kv_splits=splits, num_warps=warps, num_stages=stages)
         shape, run = pi._plan_scores(*args, None, launch=launch)
 
         def fn(run=run):
             run(*args[:6], score)
         cands["score"].append({**launch, "us": _time(fn, smoke, reps)})
-    for bm, warps, stages in itertools.product((64 // H, 128 // H), (4, 8), (2, 3)):
+    for n, warps, stages in ((64, 4, 3), (64, 8, 3), (128, 8, 2)):
+        bm = n // H
         launch = dict(variant="index_prefill_stream", block_m=bm, topk_tile=16, num_warps=warps,
                       num_stages=stages)
         cands["stream"].append({**launch, "us": _time(
             lambda launch=launch: pi.index_prefill_with_launch(launch, *args, TOPK, INIT_BLOCKS,
                                                                LOCAL_BLOCKS, out),
             smoke, reps)})
-    for bk, warps in itertools.product((128, 256, 512, 1024, 2048), (4, 8)):
-        launch = dict(block_k=bk, num_warps=warps, num_stages=None)
+    for bk, rows, warps in itertools.product((64, 128, 256, 512, 1024), (1, 4, 16), (2, 4)):
+        if bk * rows > 4096:
+            continue
+        launch = dict(block_k=bk, block_rows=rows, num_warps=warps, num_stages=None)
         _, run = pi._plan_topk(score, *sel_args, out, None, launch=launch)
         cands["topk"].append({**launch, "us": _time(
             lambda run=run: run(score, sel_args[0], sel_args[1], out), smoke, reps)})
