@@ -6,6 +6,8 @@ inputs checked against a float64 reference first.
     python3 tools/bench_prefill.py --out DIR --quick    # three rows
     python3 tools/bench_prefill.py --out DIR --study    # also time launch candidates per row
     python3 tools/bench_prefill.py --out DIR --smoke    # CPU interpreter, tiny rows
+    python3 tools/bench_prefill.py --condense RUN/bench_prefill.json docs/results/X.json
+        # a result of record: per row µs, TFLOP/s, checks, ratios (no study candidates)
 
 Per row it prints the scorer's µs and TFLOP/s (2 · D · H · visible keys summed over tokens:
 the useful products), the selector's µs, both, the streaming path, the table's choice, the
@@ -36,7 +38,10 @@ SMOKE_ROWS = ((2, 100, 30, 1), (1, 120, 40, 2))
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", help="output directory (bench_prefill.json)")
+    p.add_argument("--condense", nargs=2, metavar=("RUN_JSON", "RECORD_JSON"),
+                   help="write a result of record from a run's bench_prefill.json and exit")
+    p.add_argument("--source", default="", help="what the condensed run was (--condense)")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--study", action="store_true", help="time launch candidates per row")
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny rows")
@@ -240,8 +245,30 @@ def _time(fn, smoke, reps):
         return None
 
 
+def condense(report, source: str) -> dict:
+    """A run as a result of record: every row without its study candidates, each study's
+    best candidate per kernel kept."""
+    rows = []
+    for row in report["rows"]:
+        kept = {k: v for k, v in row.items() if k not in ("study", "explain")}
+        if "study" in row:
+            kept["study_best"] = {name: min((c for c in cands if c["us"] is not None),
+                                            key=lambda c: c["us"], default=None)
+                                  for name, cands in row["study"].items()}
+        rows.append(kept)
+    return {"source": source, "env": report["env"], "rows": rows}
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.condense:
+        import json
+
+        with open(args.condense[0], encoding="utf-8") as f:
+            common.write_json(args.condense[1], condense(json.load(f), args.source))
+        return 0
+    if not args.out:
+        sys.exit("bench_prefill: --out DIR is required")
     common.setup(args.smoke)
     sys.path.insert(0, os.path.join(common.ROOT, "tests"))
     import torch
