@@ -7,8 +7,8 @@ Policies: `index_prefill_score` picks the scorer's tile and KV split, `index_pre
 selector's tile, `index_prefill` whether the one-call entry streams or runs those two kernels.
 gfx950 rows reproduce upstream's fixed launch (a 64-row query tile, no split) and pick the
 selector tile by the row length where upstream autotunes it at run time; generic takes the
-same rows; the measured targets' (sm_90) rows are declared here (SM90_* below, from a study
-on one H200) until the tuner measures them.
+same rows; the measured targets' (sm_90) rows are declared here (SM90_* below, from
+`tools/bench_prefill.py --study` on two H200s) until the tuner measures them.
 The contract constants and the decode inputs' domains are the decode family's
 (specs/index_decode.py): one source for both halves of the indexer.
 """
@@ -116,10 +116,11 @@ def lanes(n):
 UPSTREAM = (lanes(64), dict(kv_splits=1, num_warps=4, num_stages=None))
 PORTABLE_FP32 = (lanes(16), dict(kv_splits=1, num_warps=4, num_stages=1))
 
-# sm_90, not measured by the tuner yet (bench_prefill --study on one H200, 2026-12-01): 64-lane
-# tiles, 4 warps, 3 stages up to 4096 tokens; 128-lane tiles, 8 warps, 2 stages above (e.g.
-# 467 µs against 864 for the 64-lane tile at 122880 + 8192 tokens); a KV split of 8 (it helps
-# small grids and costs ≤ 7 % elsewhere). fp32 products: 64 lanes, 4 warps, one stage (196 KiB).
+# sm_90, not measured by the tuner yet (bench_prefill --study on two H200s, 2026-12-01, which
+# agreed within 3 %): 64-lane tiles, 4 warps, 3 stages up to 4096 tokens; 128-lane tiles, 8
+# warps, 2 stages above (467 µs against 864 for the 64-lane tile at 122880 + 8192 tokens); a KV
+# split of 8 (it helps small grids and costs ≤ 7 % elsewhere). fp32 products: 64 lanes, 4 warps,
+# one stage (196 KiB of shared memory).
 SM90_TILES = Buckets(axis="num_tokens", rows=(
     (1, 4096, dict(kv_splits=8, num_warps=4, num_stages=3)),
     (4097, None, dict(kv_splits=8, num_warps=8, num_stages=2)),
@@ -141,8 +142,8 @@ def sm90_score_rules(hw):
     for (lo, hi, options), n in zip(SM90_TILES.rows, SM90_LANES.values()):
         tokens = between(lo, hi) if hi is not None else at_least(lo)
         rules += tile_rules(hw, [{**p, "num_tokens": tokens} for p in SIXTEEN_BIT],
-                            (lanes(n), options), f"{n}-lane tile (not tuned)")
-    return rules + tile_rules(hw, FP32_PRODUCTS, SM90_FP32, "fp32 products (not tuned)")
+                            (lanes(n), options), f"{n}-lane tile (two H200 studies)")
+    return rules + tile_rules(hw, FP32_PRODUCTS, SM90_FP32, "fp32 products: one stage")
 
 
 INDEX_PREFILL_SCORE_RULES = [
@@ -175,32 +176,51 @@ def selector_rules(hw, widest, note):
     return rules
 
 
+# sm_90 (bench_prefill --study on two H200s, 2026-12-01): small tiles and 2 warps win; rows
+# short enough to fill one 64-block tile four to a program, longer ones one row per program
+# (at 1024 blocks: 256-block tiles 118 µs, 512 135, 1024 149).
+SM90_SELECTOR = Buckets(axis="max_block", rows=(
+    (0, 64, dict(block_k=64, block_rows=4, num_warps=2, num_stages=None)),
+    (65, 512, dict(block_k=128, block_rows=1, num_warps=2, num_stages=None)),
+    (513, None, dict(block_k=256, block_rows=1, num_warps=2, num_stages=None)),
+))
+
+
+def sm90_selector_rules(hw):
+    """SM90_SELECTOR for topk ≤ 64 (every tile holds next_pow2(topk)); a 512-block tile above."""
+    return [Rule(when={"hardware": hw, "topk": between(1, 64)}, variant="index_prefill_topk",
+                 by=SM90_SELECTOR, note="small tiles (two H200 studies)"),
+            Rule(when={"hardware": hw, "topk": between(65, MAX_TOPK)},
+                 variant="index_prefill_topk", note="tile ≥ topk",
+                 params=dict(block_k=512, block_rows=1, num_warps=4, num_stages=None))]
+
+
 INDEX_PREFILL_TOPK_RULES = [
     *selector_rules(one_of("gfx950", "generic"), 2048, "one tile per row where it fits"),
-    # sm_90 (one H200): 512-block tiles beat wider ones at 1024 blocks (136 µs against 164)
-    *(r for hw in MEASURED for r in selector_rules(hw, 512, "one tile per row up to 512")),
+    *(r for hw in MEASURED for r in sm90_selector_rules(hw)),
 ]
 
 # ---------------------------------------------------------------------------------------------
-# index_prefill: one call, streaming or two kernels. sm_90 (one H200): with one head the two
-# kernels win (their scorer splits KV; 603 against 943 µs at 122880 + 8192 tokens), with two or
-# four the streaming kernel does (the selector has H× the rows: 109 against 149 µs at 8192
-# tokens, H 4).
+# index_prefill: one call, streaming or two kernels. sm_90 (two H200 studies): with one head the
+# two kernels win (their scorer splits KV: 658 against 938 µs at 122880 + 8192 tokens), with two
+# or four heads streaming does (the selector has H× the rows: 108 against 125 µs at 8192
+# tokens, H 4); fp32 products stream slower (one stage) and take the two kernels.
 
 SM90_STREAM = (lanes(64), dict(topk_tile=MAX_STREAM_TOPK_TILE, num_warps=4, num_stages=3))
-SM90_STREAM_FP32 = (lanes(64), dict(topk_tile=MAX_STREAM_TOPK_TILE, num_warps=4, num_stages=1))
 
 
 def sm90_prefill_rules(hw):
     small_topk = {"topk": between(1, MAX_STREAM_TOPK_TILE)}
+    per_head, options = SM90_STREAM
     rules = [Rule(when={"hardware": hw, "num_heads": 1, **small_topk}, variant="index_prefill",
-                  note="two kernels: one head (not tuned)")]
-    for inputs, (per_head, options) in ((SIXTEEN_BIT, SM90_STREAM),
-                                        (FP32_PRODUCTS, SM90_STREAM_FP32)):
-        rules += [Rule(when={"hardware": hw, "num_heads": h, **small_topk, **piece},
-                       variant="index_prefill_stream", params={**per_head[h], **options},
-                       note="streaming: several heads (not tuned)")
-                  for piece in inputs for h in (2, 4)]
+                  note="two kernels: one head")]
+    rules += [Rule(when={"hardware": hw, "num_heads": h, **small_topk, **piece},
+                   variant="index_prefill_stream", params={**per_head[h], **options},
+                   note="streaming: several heads")
+              for piece in SIXTEEN_BIT for h in (2, 4)]
+    rules += [Rule(when={"hardware": hw, "num_heads": one_of(2, 4), **small_topk, **piece},
+                   variant="index_prefill", note="two kernels: fp32 products")
+              for piece in FP32_PRODUCTS]
     rules.append(Rule(when={"hardware": hw, "topk": between(MAX_STREAM_TOPK_TILE + 1, MAX_TOPK)},
                       variant="index_prefill", note="two kernels: topk beyond the streaming keys"))
     return rules

@@ -271,11 +271,11 @@ def test_explain_reports_the_matching_rows():
     assert info["path"] == "two_kernels" and info["block_m"] == 16 and info["kv_splits"] == 1
     assert "index_prefill_score row" in info["score_rule"]
     info = generated.explain_index_prefill("sm_90", "bf16", "bf16", 128, 1, 8192, 1024, 16)
-    assert info["path"] == "two_kernels" and info["block_m"] == 128 and info["block_k"] == 512
+    assert info["path"] == "two_kernels" and info["block_m"] == 128 and info["block_k"] == 256
     info = generated.explain_index_prefill("sm_90", "bf16", "bf16", 128, 4, 8192, 64, 16)
     assert info["path"] == "stream" and info["block_m"] == 16 and info["topk_tile"] == 64
     info = generated.explain_index_prefill("sm_90", "fp32", "fp32", 128, 2, 100, 64, 16)
-    assert info["path"] == "stream" and info["num_stages"] == 1
+    assert info["path"] == "two_kernels" and info["num_stages"] == 1
 
 
 # ---- GPU, full sizes -------------------------------------------------------------------------

@@ -409,12 +409,20 @@ def env_info(smoke: bool = False) -> dict:
     if not smoke and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         info.update(device=props.name, capability=f"{props.major}.{props.minor}",
+                    machine=machine_label(props),
                     sms=props.multi_processor_count,
                     memory_gib=round(props.total_memory / 2**30, 1),
                     l2_mib=round(getattr(props, "L2_cache_size", 0) / 2**20, 1))
     else:
         info.update(device="cpu (TRITON_INTERPRET=1)", sms=None)
     return info
+
+
+def machine_label(props) -> str | None:
+    """A GPU's label in results and run files: 'GPU-' and the first 8 hex digits of its UUID
+    (two runs on one physical GPU share it); None when torch reports no UUID."""
+    uuid = str(getattr(props, "uuid", "") or "")
+    return ("GPU-" + uuid.replace("GPU-", "")[:8]) if uuid else None
 
 
 def num_sms(smoke: bool = False) -> int:

@@ -12,6 +12,7 @@ import re
 
 from codegen import measured, targets
 from codegen.model import Hardware
+from tools import common
 
 
 def device_facts(torch, device=None) -> dict:
@@ -19,9 +20,8 @@ def device_facts(torch, device=None) -> dict:
     (the GPU's UUID when torch reports one: two runs on one physical GPU share it)."""
     index = torch.cuda.current_device() if device is None else device
     props = torch.cuda.get_device_properties(index)
-    uuid = str(getattr(props, "uuid", "") or "")
     facts = {"device": props.name, "sms": props.multi_processor_count,
-             "machine": ("GPU-" + uuid.replace("GPU-", "")[:8]) if uuid else None}
+             "machine": common.machine_label(props)}
     if torch.version.hip:
         facts.update(vendor="amd", gcn_arch=str(getattr(props, "gcnArchName", "")),
                      capability=None)
