@@ -9,7 +9,7 @@ Layout (one writer, :func:`dumps`: fixed key order, one table row per line, so a
 reviews as a row-by-row diff)::
 
     {
-      "format": "kspec-measured-target/2",
+      "format": "kspec-measured-target/3",
       "hardware": {"name": "sm_90", "vendor": "nvidia", "capability": [9, 0], ...},
       "provenance": {"runs": {LABEL: {date, device, driver, torch, triton, command,
                                       state, machine, ...}},
@@ -22,7 +22,12 @@ reviews as a row-by-row diff)::
                        "num_heads": 1, "max_q": [1, 1], "max_block": [0, 64],
                        "num_reqs": [1, 2], "variant": "index_score_split", "params": {...},
                        "source": ...}, ...],
-      "index_topk": [{"max_block": [0, 64], "rows_x_heads": [1, 2], "variant": ..., ...}, ...]
+      "index_topk": [{"max_block": [0, 64], "rows_x_heads": [1, 2], "variant": ..., ...}, ...],
+      "index_prefill_score": [{q_dtype, cache_dtype, head_dim, num_heads, "max_block": [0, 64],
+                               "num_tokens": [1, 2048], "variant": ..., ...}, ...],
+      "index_prefill_topk": [{"max_block": ..., "rows_x_heads": ..., ...}, ...],
+      "index_prefill": [{..the scorer's keys.., "variant": "index_prefill_stream" or
+                         "index_prefill" (the two kernels), ...}, ...]
     }
 
 Ranges are inclusive ``[lo, hi]`` (``hi`` null: unbounded). The scorer rows of one set of
@@ -31,7 +36,8 @@ target has no rows for take the spec's defaults. A row whose bucket was never
 measured says so (``"source": "default"``, no ``measured``). ``measured.*.us`` maps each
 representative (``"M8 fp32"``, ``"R64 Q1 mb1024"``) to its µs per run label; every label is
 described in ``provenance.runs`` (one process on one machine in one state), and every tune
-(one choice over several runs, for the router and/or decode section) in ``provenance.tunes``.
+(one choice over several runs, for the router, decode and/or prefill section) in
+``provenance.tunes``.
 
 Loading checks the structure and the rows' tiling and turns every row into a :class:`Row`
 whose ``loc`` is ``file:line (table row target: bucket)``; specs build dispatch rules from the
@@ -52,7 +58,7 @@ import attrs
 from .model import Hardware, Location, SpecError, _relative
 from .policy import Between
 
-FORMAT = "kspec-measured-target/2"
+FORMAT = "kspec-measured-target/3"
 SOURCES = ("measured", "default")
 
 
@@ -100,6 +106,13 @@ TABLES = {
     "index_score": Layout(SCORE_INPUTS + ("max_q", "max_block", "num_reqs"), "variant",
                           values=SCORE_INPUT_KINDS),
     "index_topk": Layout(("max_block", "rows_x_heads"), "variant"),
+    # prefill (docs/KERNELS.md §7): the scorer's and the one-call rows are keyed like the decode
+    # scorer's (by inputs), over context and token buckets; the selector's like the decode one's
+    "index_prefill_score": Layout(SCORE_INPUTS + ("max_block", "num_tokens"), "variant",
+                                  values=SCORE_INPUT_KINDS),
+    "index_prefill_topk": Layout(("max_block", "rows_x_heads"), "variant"),
+    "index_prefill": Layout(SCORE_INPUTS + ("max_block", "num_tokens"), "variant",
+                            values=SCORE_INPUT_KINDS),
 }
 TOP_KEYS = ("format", "hardware", "provenance") + tuple(TABLES)
 HARDWARE_KEYS = ("name", "vendor", "capability", "gcn_arch", "aliases", "description")

@@ -7,19 +7,28 @@ Policies: `index_prefill_score` picks the scorer's tile and KV split, `index_pre
 selector's tile, `index_prefill` whether the one-call entry streams or runs those two kernels.
 gfx950 rows reproduce upstream's fixed launch (a 64-row query tile, no split) and pick the
 selector tile by the row length where upstream autotunes it at run time; generic takes the
-same rows; the measured targets' (sm_90) rows are declared here (SM90_* below, from
-`tools/bench_prefill.py --study` on two H200s) until the tuner measures them.
+same rows; a measured target (sm_90) takes its rows for the inputs its data file has
+(specs/measured/<target>.json, written by tools/tune's prefill section) and the SM90_* rows
+below (from `tools/bench_prefill.py --study` on two H200s) for every other input.
 The contract constants and the decode inputs' domains are the decode family's
 (specs/index_decode.py): one source for both halves of the indexer.
 """
-from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
-from codegen.policy import Axis, Buckets, Policy, Rule, at_least, between, one_of
+import attrs
 
-from .index_decode import (CACHE, CACHE_DTYPES, CONSTANTS, HARDWARE, HEAD_DIMS, IDX_Q, MAX_TOPK,
-                           NUM_HEADS, Q_DTYPES)
+from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
+from codegen.policy import Axis, Between, Buckets, NoneOf, OneOf, Policy, Rule, at_least, \
+    between, one_of
+
+from .index_decode import (CACHE, CACHE_DTYPES, CONSTANTS, HARDWARE, HEAD_DIMS, IDX_Q,
+                           MAX_TOPK, MEASURED_TOPK, NUM_HEADS, Q_DTYPES, SCORE_INPUT_DOMAINS,
+                           _elsewhere, inputs_label)
 from .measured_targets import TARGETS
 
-MEASURED = tuple(TARGETS)  # measured targets (sm_90): rows declared below until tuned
+MEASURED = tuple(TARGETS)  # measured targets (sm_90): rows from their data files, else SM90_*
+# The prefill inputs a measured target is tuned for by default (tools/tune's prefill section):
+# MiniMax-M3's bf16 index with head_dim 128, each index-head count it serves.
+MEASURED_PREFILL = [{"q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128, "num_heads": h}
+                    for h in NUM_HEADS]
 
 MAX_SPARSE_BLOCKS = dict(CONSTANTS)["MAX_SPARSE_BLOCKS"]
 # The streaming variant keeps next_pow2(topk) keys per query lane in registers: at most this many.
@@ -108,6 +117,84 @@ def lanes(n):
 
 
 # ---------------------------------------------------------------------------------------------
+# Measured targets: data-file rows for the inputs they hold; the declared rules elsewhere
+
+def _allowed(axis, cond):
+    domain = SCORE_INPUT_DOMAINS[axis]
+    if cond is None:
+        return set(domain)
+    if isinstance(cond, OneOf):
+        return set(cond.values)
+    if isinstance(cond, NoneOf):
+        return set(domain) - set(cond.values)
+    return {cond}
+
+
+def meet(when, piece):
+    """``when`` restricted to the input region ``piece`` (None: they do not meet)."""
+    out = dict(when)
+    for axis, cond in piece.items():
+        if axis not in SCORE_INPUT_DOMAINS:
+            assert out.get(axis, cond) == cond, (axis, out.get(axis), cond)
+            out[axis] = cond
+            continue
+        both = _allowed(axis, when.get(axis)) & _allowed(axis, cond)
+        if not both:
+            return None
+        ordered = [v for v in SCORE_INPUT_DOMAINS[axis] if v in both]
+        out[axis] = ordered[0] if len(ordered) == 1 else one_of(*ordered)
+    return out
+
+
+def restricted(rules, pieces):
+    """Every rule of ``rules`` on each region of ``pieces`` it meets (same launch, same spec
+    line): the declared rows of the inputs a data file has no rows for."""
+    return [attrs.evolve(rule, when=w) for rule in rules for piece in pieces
+            if (w := meet(rule.when, piece)) is not None]
+
+
+def _rows_note(row):
+    return (f"{inputs_label(row.values())}, max_block {Between(*row.when['max_block'])}, "
+            f"tokens {Between(*row.when['num_tokens'])}")
+
+
+def measured_input_rules(target, table, declared, extra_when=None):
+    """A measured target's rows of ``table`` (keyed by inputs) as rules, then ``declared``
+    restricted to the inputs the file has no rows for."""
+    rows = target.rows(table)
+    inputs = []
+    for row in rows:
+        if row.values() not in inputs:
+            inputs.append(row.values())
+    rules = [Rule(when={"hardware": target.name, **row.conditions(), **(extra_when or {})},
+                  variant=row.choice, params=row.params, loc=row.loc, note=_rows_note(row))
+             for row in rows]
+    return rules + restricted(declared, _elsewhere({"hardware": target.name}, inputs,
+                                                   SCORE_INPUT_DOMAINS))
+
+
+def measured_selector_rules(target):
+    """A measured target's selector rows (measured at topk MEASURED_TOPK), the declared ones
+    for every other topk."""
+    rows = target.rows("index_prefill_topk")
+    if not rows:
+        return sm90_selector_rules(target.name)
+    rules = [Rule(when={"hardware": target.name, "topk": MEASURED_TOPK, **row.conditions()},
+                  variant=row.choice, params=row.params, loc=row.loc,
+                  note=f"topk {MEASURED_TOPK}, max_block {Between(*row.when['max_block'])}")
+             for row in rows]
+    others = [{"topk": between(1, MEASURED_TOPK - 1)},
+              {"topk": between(MEASURED_TOPK + 1, MAX_TOPK)}]
+    for rule in sm90_selector_rules(target.name):
+        t = rule.when["topk"]
+        for piece in others:
+            lo, hi = max(t.lo, piece["topk"].lo), min(t.hi, piece["topk"].hi)
+            if lo <= hi:
+                rules.append(attrs.evolve(rule, when={**rule.when, "topk": between(lo, hi)}))
+    return rules
+
+
+# ---------------------------------------------------------------------------------------------
 # index_prefill_score: tile and KV split
 
 # Upstream's launch: a 64-row query tile per program, no split; our tile holds all H heads,
@@ -151,7 +238,8 @@ INDEX_PREFILL_SCORE_RULES = [
                 "upstream's 64-row query tile, no split"),
     *tile_rules(one_of("gfx950", "generic"), FP32_PRODUCTS, PORTABLE_FP32,
                 "fp32 products: 16-lane tile, one stage"),
-    *(rule for hw in MEASURED for rule in sm90_score_rules(hw)),
+    *(rule for hw, target in TARGETS.items() for rule in
+      measured_input_rules(target, "index_prefill_score", sm90_score_rules(hw))),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -197,7 +285,7 @@ def sm90_selector_rules(hw):
 
 INDEX_PREFILL_TOPK_RULES = [
     *selector_rules(one_of("gfx950", "generic"), 2048, "one tile per row where it fits"),
-    *(r for hw in MEASURED for r in sm90_selector_rules(hw)),
+    *(r for target in TARGETS.values() for r in measured_selector_rules(target)),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -229,7 +317,10 @@ def sm90_prefill_rules(hw):
 INDEX_PREFILL_RULES = [
     Rule(when={"hardware": one_of("gfx950", "generic")}, variant="index_prefill",
          note="two kernels (upstream has no streaming selector)"),
-    *(rule for hw in MEASURED for rule in sm90_prefill_rules(hw)),
+    *(rule for hw, target in TARGETS.items() for rule in
+      measured_input_rules(target, "index_prefill", sm90_prefill_rules(hw)[:-1],
+                           {"topk": between(1, MAX_STREAM_TOPK_TILE)})),
+    *(sm90_prefill_rules(hw)[-1] for hw in MEASURED),
 ]
 
 PREFILL_INPUT_AXES = (

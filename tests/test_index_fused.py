@@ -336,10 +336,17 @@ def test_fused_rule_must_fit_its_tile(tmp_path):
     spec_copy = tmp_path / "specs"
     shutil.copytree(os.path.join(root, "specs"), spec_copy,
                     ignore=shutil.ignore_patterns("__pycache__"))
+    from codegen import measured
+
     path = spec_copy / "measured" / "sm_90.json"
-    text = path.read_text()
-    assert '"topk_tile": 256' in text
-    path.write_text(text.replace('"topk_tile": 256', '"topk_tile": 128', 1))
+    data = measured.read(str(path))
+    row = next(r for r in data["index_score"]
+               if (r["q_dtype"], r["max_q"], r["max_block"], r["num_reqs"]) ==
+               ("bf16", [1, 1], [65, 256], [1, 2]))
+    row.update(variant="index_decode_fused", source="default",
+               params=dict(kv_chunks=16, topk_tile=128, num_warps=4, num_stages=2))
+    row.pop("measured", None)
+    path.write_text(measured.dumps(data))
     with pytest.raises(SpecError, match=r"measured/sm_90\.json:\d+ \(index_score row sm_90: "
                                         r"q_dtype bf16, .*, max_q 1, max_block 65..256, "
                                         r"num_reqs 1..2\).*topk_tile.*"

@@ -81,6 +81,23 @@ def decode_us(variant, params, sel, R, mb):
     return t
 
 
+def prefill_us(launch, rep):
+    """Optimum: scorer 128 lanes, 8 warps, 8 KV splits; selector 256-block tiles, one row, 2
+    warps; the one call streams with several heads and runs two kernels with one."""
+    R, prefix, chunk, H = rep
+    if launch["variant"] == "index_prefill_stream":
+        return 20 + (0 if H > 1 else 30) + 0.5 * (launch["num_warps"] != 4)
+    t = 30.0
+    score, sel = launch.get("score"), launch.get("topk")
+    if score:
+        t += abs(math.log2(score["block_m"] * H) - 7) + abs(math.log2(score["kv_splits"]) - 3)
+        t += 0.5 * (score["num_warps"] != 8)
+    if sel:
+        t += abs(math.log2(sel["block_k"]) - 8) + 0.5 * (sel["block_rows"] != 1)
+        t += 0.5 * (sel["num_warps"] != 2)
+    return t
+
+
 class FakeDevice:
     """kernels.GpuDevice's interface on plain data. ``slow(kind, params) -> factor`` models a
     state or machine; scorers with 16 chunks and 2 stages compute a wrong result."""
@@ -124,8 +141,28 @@ class FakeDevice:
             return "result differs from the default launch ['out']"
         return None
 
+    def prefill_case(self, inputs, R, prefix, chunk):
+        return {"rep": (R, prefix, chunk, inputs["num_heads"])}
+
+    def prefill_call(self, inp, launch):
+        def fn():
+            self.last = ("prefill", dict(launch), inp["rep"])
+        return fn
+
+    def prefill_reference(self, inp, fn):
+        fn()
+        return "reference"
+
+    def prefill_problem(self, inp, ref, fn):
+        fn()
+        return None
+
     def sampler(self, fn):
         fn()
+        if self.last[0] == "prefill":
+            _, launch, rep = self.last
+            t = prefill_us(launch, rep)
+            return lambda n: [t] * n
         if self.last[0] == "router":
             _, kernel, params, M = self.last
             t = router_us(kernel, params, M) * self.slow(kernel, params)
@@ -145,6 +182,8 @@ def fake_run(space, dev, sections, machine="GPU-a", shapes=None, contexts=None):
         r.decode(contexts)
     if "router" in sections:
         r.router(shapes)
+    if "prefill" in sections:
+        r.prefill()
     return json.loads(json.dumps({
             "format": cli.RUN_FORMAT,
             "target": {"name": space.target.name, "declared": space.target.name != "sm_100",
@@ -423,6 +462,52 @@ def test_simpler_means_default_then_kernel_then_features_then_grid():
 
 # ---------------------------------------------------------------------------------------------
 # writing: a new target, one half of a measured one
+
+
+def test_prefill_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys):
+    """The prefill section on two fake machines: choose finds the fake optimum in every bucket
+    it measured, --write puts the rows into the data file, and the regenerated tables launch
+    them for the measured inputs while other inputs keep the declared rows."""
+    space = Space(sm90.reg, sm90.target, sms=132)  # every candidate (the fake is instant)
+    runs = []
+    for machine in ("GPU-a", "GPU-b"):
+        run = fake_run(space, FakeDevice(), {"prefill"}, machine=machine)
+        runs.append(tmp := spec_copy.parent / f"prefill_{machine}.json")
+        tmp.write_text(json.dumps(run))
+    assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
+    out = capsys.readouterr().out
+    assert "index_prefill_score" in out and "keep" not in out, out
+    data = measured.load_file(str(spec_copy / "measured" / "sm_90.json"))
+    chosen = {t: [r for r in data.rows(t) if r.source == "measured"]
+              for t in ("index_prefill_score", "index_prefill_topk", "index_prefill")}
+    assert all(chosen.values()), chosen
+    for row in chosen["index_prefill_score"]:
+        p = row.params
+        assert (p["block_m"] * row.when["num_heads"], p["kv_splits"], p["num_warps"]) == \
+            (128, 8, 8), row
+    for row in chosen["index_prefill_topk"]:
+        assert (row.params["block_k"], row.params["block_rows"], row.params["num_warps"]) == \
+            (256, 1, 2), row
+    for row in chosen["index_prefill"]:
+        want = "index_prefill_stream" if row.when["num_heads"] > 1 else "index_prefill"
+        assert row.choice == want, row
+    reg = registry.load(str(spec_copy))
+    from codegen.policy import lookup
+
+    def pick(policy, **point):
+        p = reg.policies[policy]
+        return lookup(p, reg.tables[policy], tuple(point[a.name] for a in p.axes))
+
+    inputs = dict(hardware="sm_90", q_dtype="bf16", cache_dtype="bf16", head_dim=128,
+                  num_tokens=8192, max_block=1024)
+    rule = pick("index_prefill_score", **inputs, num_heads=1)
+    assert str(rule.loc).startswith("specs/measured/sm_90.json") or \
+        "measured/sm_90.json" in str(rule.loc)
+    other = pick("index_prefill_score", **{**inputs, "q_dtype": "fp16", "cache_dtype": "fp16"},
+                 num_heads=1)
+    assert "index_prefill.py" in str(other.loc)
+    assert pick("index_prefill_topk", hardware="sm_90", topk=16, max_block=1024,
+                rows_x_heads=8192).params[0] == ("block_k", 256)
 
 
 def test_a_new_target_is_written_and_loads(reg, spec_copy):

@@ -25,7 +25,7 @@ import common  # noqa: E402
 from codegen.measured import SCORE_INPUTS as INPUT_AXES  # noqa: E402
 
 RUN_FORMAT = "kspec-tune-run/2"  # /2: decode buckets name their inputs
-SECTIONS = ("router", "decode")
+SECTIONS = ("router", "decode", "prefill")
 
 
 def _shapes(text):
@@ -147,6 +147,7 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None) -> in
 
     r.progress = save
     for section, go in (("decode", lambda: r.decode(args.contexts, args.requests)),
+                        ("prefill", r.prefill),
                         ("router", lambda: r.router(args.shapes))):
         if section in args.sections:
             try:
@@ -182,16 +183,18 @@ def choose(args, argv, say=common.say) -> int:
     reg = registry.load(args.specs)
     write.refuse_hand_written(reg, name)
     hw = reg.hardware.get(name) or target.hardware_from(runs[0]["target"]["hardware"])
-    inputs = [run["inputs"] for run in runs if "decode" in run["sections"]]
+    inputs = [run["inputs"] for run in runs if {"decode", "prefill"} & set(run["sections"])]
     if any(i != inputs[0] for i in inputs):
-        sys.exit("tune choose: the decode runs measured different inputs; choose each inputs' "
-                 "runs apart")
+        sys.exit("tune choose: the decode / prefill runs measured different inputs; choose "
+                 "each inputs' runs apart")
     space = Space(reg, hw, runs[0]["run"]["sms"] or 132, inputs=inputs[0] if inputs else None)
     noise = choose_mod.NOISE_FLOOR if args.noise is None else args.noise
     path = write.data_file(name, args.specs)
     data = measured.read(path) if os.path.exists(path) else write.skeleton(space, hw)
     if inputs:
         write.add_input_rows(data, space)
+    if any("prefill" in run["sections"] for run in runs):
+        write.add_prefill_rows(data, space)
     rows, report, labels = choose_mod.choose(runs, space, noise, data["provenance"]["runs"])
     say(f"tune choose: target {name}; runs " + ", ".join(labels))
     warning = choose_mod.coverage_warning(runs)

@@ -26,15 +26,19 @@ from .space import as_bucket, bucket_text, key
 NOISE_FLOOR = 0.01
 RULE = ("smallest worst-case slowdown over representatives × runs (machines); within "
         "noise of it, the simplest candidate")
-SECTION = {"router_gemm": "router", "index_score": "decode", "index_topk": "decode"}
-CHOICE_KEY = {"router_gemm": "kernel", "index_score": "variant", "index_topk": "variant"}
+SECTION = {"router_gemm": "router", "index_score": "decode", "index_topk": "decode",
+           "index_prefill_score": "prefill", "index_prefill_topk": "prefill",
+           "index_prefill": "prefill"}
+CHOICE_KEY = {table: "kernel" if table == "router_gemm" else "variant" for table in SECTION}
 # Kernels from simplest: the per-expert router kernel (plain loads, no atomics) before split-K
 # (a cross-program reduction on counters); the split scorer before the balanced one (a
 # per-request block budget) before the single launch (scorer and selector in one kernel, the
-# last program of a request selecting).
+# last program of a request selecting); for the prefill one call, the two kernels (each from its
+# own table) before the streaming kernel.
 KERNEL_RANK = {"per_expert": 0, "splitk": 1, "index_score_split": 0, "index_score_balanced": 1,
-               "index_decode_fused": 2, "index_topk_fused": 0}
-GRID_PARAMS = ("kv_chunks", "topk_chunks", "split_k", "program_budget")
+               "index_decode_fused": 2, "index_topk_fused": 0, "index_prefill_score": 0,
+               "index_prefill_topk": 0, "index_prefill": 0, "index_prefill_stream": 1}
+GRID_PARAMS = ("kv_chunks", "topk_chunks", "split_k", "program_budget", "kv_splits")
 
 
 def simplicity(cand, default) -> tuple:
@@ -141,6 +145,11 @@ def choose_bucket(entry, expected, space, noise_floor=NOISE_FLOOR):
     return row, measured["rule"]
 
 
+def table_of(row: dict) -> str:
+    """The table of a chosen row (choose() tags each; write.update files it there)."""
+    return row["table"]
+
+
 def _expected(runs, labels, entry) -> list:
     """The runs that set out to measure a bucket (its section, within their --shapes /
     --contexts); each of them must have measured it."""
@@ -178,7 +187,7 @@ def choose(runs, space, noise_floor=NOISE_FLOOR, existing=None):
         if row is None:
             report.append(f"  keep {where}: {why}")
             continue
-        rows.append(row)
+        rows.append({"table": entry["table"], **row})
         m = row["measured"]
         runner = m.get("runner_up")
         report.append(

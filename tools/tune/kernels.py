@@ -23,6 +23,8 @@ class GpuDevice:
         self.sms = common.num_sms(False)
         self._moe = importlib.import_module("generated.moe_router")
         self._decode = importlib.import_module("generated.decode_indexer").index_decode_with_launch
+        self._prefill = importlib.import_module(
+            "generated.prefill_indexer").index_prefill_with_launch
 
     # -- router ----------------------------------------------------------------------------
     def router_weight(self, K, N):
@@ -118,6 +120,51 @@ class GpuDevice:
         if int(inp["counter"].abs().sum()) != 0:
             return "completion counter not returned to zero"
         return None
+
+    # -- prefill ---------------------------------------------------------------------------
+    def prefill_case(self, inputs, R, prefix, chunk, seed=0):
+        """R requests of ``chunk`` query tokens after ``prefix`` keys each, on random distinct
+        pages (as tools/bench_prefill.py), and a poisoned ids buffer."""
+        torch, sp = self.torch, self.space
+        g = torch.Generator().manual_seed(seed + 17 * R + chunk)
+        mb = common.cdiv(prefix + chunk, sp.block)
+        num_pages = R * mb + 16
+        bt = torch.randperm(num_pages, generator=g).to(torch.int32)[:R * mb].view(R, mb)
+        dg = torch.Generator(device=self.device).manual_seed(seed + 5)
+        H, D, T, dev = inputs["num_heads"], inputs["head_dim"], R * chunk, self.device
+        return {
+            "idx_q": torch.randn((T, H, D), generator=dg, device=dev).to(
+                common.torch_dtype(inputs["q_dtype"])),
+            "cache": torch.randn((num_pages, sp.block, D), generator=dg, device=dev).to(
+                common.torch_dtype(inputs["cache_dtype"])),
+            "block_table": bt.contiguous().to(dev),
+            "cu": (torch.arange(R + 1, dtype=torch.int32) * chunk).to(dev),
+            "seq_lens": torch.full((R,), prefix + chunk, dtype=torch.int32, device=dev),
+            "prefix": torch.full((R,), prefix, dtype=torch.int32, device=dev),
+            "max_query_len": chunk, "max_seq_len": prefix + chunk, "H": H,
+            "out": torch.full((H, T, sp.topk), -7, dtype=torch.int32, device=dev),
+        }
+
+    def prefill_call(self, inp, launch):
+        """One `index_prefill` with an explicit launch (index_prefill_with_launch's forms)."""
+        def fn():
+            return self._prefill(launch, inp["idx_q"], inp["cache"], inp["block_table"],
+                                 inp["cu"], inp["seq_lens"], inp["prefix"],
+                                 inp["max_query_len"], inp["max_seq_len"], inp["H"],
+                                 self.space.topk, 0, 1, inp["out"])
+        return fn
+
+    def prefill_reference(self, inp, fn):
+        inp["out"].fill_(-7)
+        fn()
+        return inp["out"].clone()
+
+    def prefill_problem(self, inp, ref, fn):
+        """Run ``fn`` once on poisoned ids; why they are unusable (None: identical to the
+        reference, bit for bit: every tile and split scores each block with the same code)."""
+        inp["out"].fill_(-7)
+        fn()
+        return None if self.torch.equal(inp["out"], ref) else "ids differ from the default launch"
 
     # -- timing ----------------------------------------------------------------------------
     def sampler(self, fn):

@@ -173,6 +173,63 @@ class Run:
                            for i, c in enumerate(sels)]})
         self._said("decode", label, len(scorers) + len(sels), 2, t)
 
+    # -- prefill -------------------------------------------------------------------------
+    def prefill(self):
+        for inputs, rep in self.space.prefill_points():
+            sp = self.space
+            self._plan("index_prefill_score", sp.prefill_bucket(inputs, rep))
+            self._plan("index_prefill_topk", sp.prefill_topk_bucket(inputs, rep))
+            self._plan("index_prefill", sp.prefill_bucket(inputs, rep))
+            label = sp.prefill_rep_label(inputs, rep)
+            if self.over_budget():
+                self.skipped.append(f"prefill {label}: over budget")
+                continue
+            try:
+                self._prefill_point(inputs, rep)
+            except Exception as e:  # noqa: BLE001 - the other points still count
+                self.errors.append(f"prefill {label}: {type(e).__name__}: {e}"[:400])
+            self.progress()
+
+    def _prefill_point(self, inputs, rep):
+        """Scorers (with the table's selector), then selectors (after the fastest scorer),
+        then the one call: those two kernels against the streaming tiles."""
+        sp, dev = self.space, self.dev
+        t = time.time()
+        dev.release()
+        inp = dev.prefill_case(inputs, *rep)
+        label = sp.prefill_rep_label(inputs, rep)
+        two = {"variant": "index_prefill", "score": None, "topk": None}
+        ref = dev.prefill_reference(inp, dev.prefill_call(inp, two))
+
+        def check(k, fn):
+            return dev.prefill_problem(inp, ref, fn)
+
+        def timed(table, cands, launch_of, bucket, **extra):
+            got = _time_bucket(dev, {i: dev.prefill_call(inp, launch_of(c))
+                                     for i, c in enumerate(cands)},
+                               check, self.rounds, self.per_round)
+            self.points.append({"table": table, "buckets": [as_json(bucket)], "rep": label,
+                                **extra, "candidates": [{**_record("variant", *c), **got[i]}
+                                                        for i, c in enumerate(cands)]})
+            fastest = [(got[i]["us"], i) for i in got if "us" in got[i]]
+            return cands[min(fastest)[1]] if fastest else None
+
+        scorers = sp.prefill_candidates_at("index_prefill_score", inputs, rep)
+        best_score = timed("index_prefill_score", scorers,
+                           lambda c: {**two, "score": c[1]}, sp.prefill_bucket(inputs, rep))
+        score = best_score[1] if best_score else None
+        sels = sp.prefill_candidates_at("index_prefill_topk", inputs, rep)
+        best_sel = timed("index_prefill_topk", sels,
+                         lambda c: {**two, "score": score, "topk": c[1]},
+                         sp.prefill_topk_bucket(inputs, rep),
+                         scorer=_record("variant", "index_prefill_score", score or {}))
+        sel = best_sel[1] if best_sel else None
+        ones = sp.prefill_candidates_at("index_prefill", inputs, rep)
+        timed("index_prefill", ones,
+              lambda c: {"variant": c[0], **c[1]} if c[0] != "index_prefill" else
+              {**two, "score": score, "topk": sel}, sp.prefill_bucket(inputs, rep))
+        self._said("prefill", label, len(scorers) + len(sels) + len(ones), 3, t)
+
     def _plan(self, table, bucket):
         entry = {"table": table, "bucket": as_json(bucket)}
         if entry not in self.planned:

@@ -30,6 +30,9 @@ from codegen.measured import TABLES, is_measured
 from codegen.policy import lookup
 
 SPLIT, BALANCED, SELECTOR = "index_score_split", "index_score_balanced", "index_topk_fused"
+P_SCORE, P_TOPK, P_ONE, P_STREAM = ("index_prefill_score", "index_prefill_topk", "index_prefill",
+                                    "index_prefill_stream")
+PREFILL_TABLES = (P_SCORE, P_TOPK, P_ONE)
 
 
 def pow2_values(param, lo=None, hi=None) -> list:
@@ -149,6 +152,32 @@ class Space:
         self.topk_mb_buckets = {(0, 64): 64, (65, 256): 256, (257, 1024): 1024,
                                 (1025, self.max_block): 1024}
         self.fused_max_reqs = 16  # the single launch is compiled per R and only wins small R
+
+        # Prefill: the inputs of specs' MEASURED_PREFILL (one per index-head count), with the
+        # query / cache dtype and head_dim of ``inputs`` when given (every head count is
+        # measured whatever num_heads the decode inputs name); token and context buckets
+        # with (requests, prefix, chunk) representatives (vLLM's prefill rows and their
+        # neighbours); selector buckets by rows · heads.
+        from specs import index_prefill as prefill_specs
+        overrides = {k: v for k, v in (inputs or {}).items() if k != "num_heads"}
+        self.prefill_inputs = [dict(i, **overrides) for i in prefill_specs.MEASURED_PREFILL]
+        self.prefill_fp32 = "fp32" in (self.prefill_inputs[0]["q_dtype"],
+                                       self.prefill_inputs[0]["cache_dtype"])
+        top = axes[P_SCORE]["max_block"].hi
+        self.prefill_mb_buckets = [(0, 64), (65, 512), (513, top)]
+        self.prefill_token_buckets = [(1, 2048), (2049, 8192), (8193, None)]
+        self.prefill_reps = {  # (mb bucket, token bucket) -> [(R, prefix, chunk)]
+            ((0, 64), (1, 2048)): [(1, 0, 1024), (8, 1024, 128)],
+            ((0, 64), (2049, 8192)): [(1, 0, 8192)],
+            ((0, 64), (8193, None)): [(2, 0, 8192)],
+            ((65, 512), (1, 2048)): [(1, 32768, 1024)],
+            ((65, 512), (2049, 8192)): [(4, 32768, 2048), (16, 8192, 512)],
+            ((65, 512), (8193, None)): [(2, 0, 16384)],
+            ((513, top), (1, 2048)): [(1, 122880, 1024)],
+            ((513, top), (2049, 8192)): [(1, 122880, 8192)],
+            ((513, top), (8193, None)): [(2, 122880, 8192)],
+        }
+        self.prefill_rows_buckets = [(1, 4096), (4097, 16384), (16385, None)]
 
     # -- router --------------------------------------------------------------------------------
     def router_buckets(self, shapes=None):
@@ -354,13 +383,86 @@ class Space:
             return hi is not None and hi <= params["topk_tile"]
         return True
 
+    # -- prefill -------------------------------------------------------------------------------
+    def prefill_points(self, quick=None) -> list:
+        """(inputs, (R, prefix, chunk)) measured, largest first (big inputs allocated first)."""
+        reps = [rep for rs in self.prefill_reps.values() for rep in rs]
+        if self.quick if quick is None else quick:
+            reps = [(1, 0, 1024), (1, 122880, 8192)]
+        points = [(i, rep) for i in self.prefill_inputs for rep in reps]
+        return sorted(points, key=lambda p: (-(p[1][0] * (p[1][1] + p[1][2])),
+                                             -p[0]["num_heads"]))
+
+    def prefill_bucket(self, inputs, rep) -> dict:
+        """The index_prefill_score / index_prefill bucket of a representative."""
+        R, prefix, chunk = rep
+        mb, T = cdiv(prefix + chunk, self.block), R * chunk
+        mbb = next(b for b in self.prefill_mb_buckets if b[0] <= mb <= b[1])
+        tb = next(b for b in self.prefill_token_buckets
+                  if b[0] <= T and (b[1] is None or T <= b[1]))
+        return {**inputs, "max_block": mbb, "num_tokens": tb}
+
+    def prefill_topk_bucket(self, inputs, rep) -> dict:
+        """The selector bucket: score columns (the row capacity) and rows · heads."""
+        R, prefix, chunk = rep
+        mb, P = cdiv(prefix + chunk, self.block), R * chunk * inputs["num_heads"]
+        mbb = next(b for b in self.prefill_mb_buckets if b[0] <= mb <= b[1])
+        pb = next(b for b in self.prefill_rows_buckets
+                  if b[0] <= P and (b[1] is None or P <= b[1]))
+        return {"max_block": mbb, "rows_x_heads": pb}
+
+    def prefill_rep_label(self, inputs, rep) -> str:
+        R, prefix, chunk = rep
+        return f"H{inputs['num_heads']} R{R} {prefix}+{chunk}"
+
+    def _lanes_options(self):
+        """(query lanes, warps, stages) of a prefill tile: 64 lanes as 4 warps (3 or 2
+        stages), 128 as 8 or 4 warps (2 stages; 3 overflows nothing but never won); fp32
+        products only fit unpipelined 64-lane tiles (3xTF32 copies of each 64 KiB page)."""
+        if self.prefill_fp32:
+            return ((64, 4, 1),)
+        return ((64, 4, 3),) if self.quick else ((64, 4, 3), (64, 4, 2), (128, 8, 2),
+                                                 (128, 4, 2))
+
+    def prefill_score_candidates(self, inputs) -> list:
+        """Tiles × KV splits 2..8 (one split never won: a tile's blocks in one program leave
+        small grids idle)."""
+        H = inputs["num_heads"]
+        splits = (8,) if self.quick else (2, 4, 8)
+        return [(P_SCORE, dict(block_m=n // H, kv_splits=k, num_warps=w, num_stages=st))
+                for (n, w, st), k in itertools.product(self._lanes_options(), splits)]
+
+    def prefill_stream_candidates(self, inputs) -> list:
+        H = inputs["num_heads"]
+        tile = self.params[P_STREAM]["topk_tile"].maximum
+        opts = ((64, 4, 1),) if self.prefill_fp32 else ((64, 4, 3), (64, 8, 3), (128, 8, 2))
+        return [(P_STREAM, dict(block_m=n // H, topk_tile=tile, num_warps=w, num_stages=st))
+                for n, w, st in opts]
+
+    def prefill_selector_candidates(self) -> list:
+        """Tiles of 64..512 blocks, 1 or 4 rows a program (≤ 2048 keys), 2 or 4 warps."""
+        out = []
+        for bk, rows, w in itertools.product((64, 128, 256, 512), (1, 4), (2, 4)):
+            if bk * rows <= 2048 and bk >= pow2ceil(self.topk):
+                out.append((P_TOPK, dict(block_k=bk, block_rows=rows, num_warps=w,
+                                         num_stages=None)))
+        return out
+
+    def prefill_candidates_at(self, table, inputs, rep) -> list:
+        bucket = (self.prefill_topk_bucket(inputs, rep) if table == P_TOPK
+                  else self.prefill_bucket(inputs, rep))
+        cands = {P_SCORE: lambda: self.prefill_score_candidates(inputs),
+                 P_TOPK: self.prefill_selector_candidates,
+                 P_ONE: lambda: [(P_ONE, {})] + self.prefill_stream_candidates(inputs)}[table]()
+        return self._with_anchors(cands, table, bucket)
+
     # -- rows of the tables ----------------------------------------------------------------
     def point(self, table, bucket, hardware) -> tuple:
         """The policy point at a bucket's lower corner (value axes as they are; topk the measured
         one)."""
         values = {a: v if a in TABLES[table].values else v[0] for a, v in bucket.items()}
         values["hardware"] = hardware
-        if table in ("index_score", "index_topk"):
+        if table in ("index_score", "index_topk", P_TOPK, P_ONE):
             values["topk"] = self.topk
         # by axis name: the policy's axis order is the registry's business
         return tuple(values[a.name] for a in self.reg.policies[table].axes)

@@ -21,7 +21,7 @@ from codegen.measured import SCORE_INPUTS, TABLES
 from codegen.model import Hardware
 from codegen.policy import lookup
 
-from .choose import CHOICE_KEY, RULE, SECTION
+from .choose import CHOICE_KEY, RULE, SECTION, table_of
 from .space import Space, as_json
 from .target import hardware_dict
 
@@ -62,7 +62,7 @@ def skeleton(space, hardware: Hardware) -> dict:
     """A new target's data: its hardware facts and default rows over the tuner's layout."""
     data = {"format": measured.FORMAT, "hardware": hardware_dict(hardware),
             "provenance": {"runs": {}, "tunes": []},
-            "router_gemm": [], "index_score": [], "index_topk": []}
+            **{table: [] for table in TABLES}}
     for shape in space.shapes:
         data["router_gemm"] += _default_rows(space, "router_gemm", {"shape": shape},
                                              "num_tokens", 1, space.token_cap(shape))
@@ -70,6 +70,7 @@ def skeleton(space, hardware: Hardware) -> dict:
     for mbb in space.topk_mb_buckets:
         data["index_topk"] += _default_rows(space, "index_topk", {"max_block": mbb},
                                             "rows_x_heads", 1, None)
+    add_prefill_rows(data, space)
     return data
 
 
@@ -86,6 +87,25 @@ def add_input_rows(data: dict, space) -> None:
             data["index_score"] += _default_rows(
                 space, "index_score", {**space.inputs, "max_q": qb, "max_block": mbb},
                 "num_reqs", 1, None, hardware=now)
+
+
+def add_prefill_rows(data: dict, space) -> None:
+    """Rows for the prefill tables over the tuner's buckets, for the space's prefill inputs the
+    data has none for yet: what the target launches there now (its declared rows; the generic
+    rows for a new target), so only chosen rows change a launch."""
+    now = space.target.name if space.measured_here else "generic"
+    for table in ("index_prefill_score", "index_prefill"):
+        for inputs in space.prefill_inputs:
+            if any(all(row[a] == inputs[a] for a in SCORE_INPUTS) for row in data[table]):
+                continue
+            for mbb in space.prefill_mb_buckets:
+                data[table] += _default_rows(space, table, {**inputs, "max_block": mbb},
+                                             "num_tokens", 1, None, hardware=now)
+    if not data["index_prefill_topk"]:
+        for mbb in space.prefill_mb_buckets:
+            data["index_prefill_topk"] += _default_rows(
+                space, "index_prefill_topk", {"max_block": mbb}, "rows_x_heads", 1, None,
+                hardware=now)
 
 
 def apply(data: dict, table: str, new: dict) -> None:
@@ -117,15 +137,12 @@ def _referenced(data) -> set:
     return labels
 
 
-def table_of(row: dict) -> str:
-    return next(t for t, layout in TABLES.items() if layout.bucket in row)
-
-
 def update(data: dict, rows: list, runs: list, labels: list, command: str, date: str,
            noise_floor: float) -> dict:
-    """``data`` with the chosen rows, the runs they come from and this tune in provenance;
-    runs and tunes no row refers to any more are dropped."""
-    by_table = {t: [r for r in rows if table_of(r) == t] for t in TABLES}
+    """``data`` with the chosen rows (each tagged with its table by choose), the runs they come
+    from and this tune in provenance; runs and tunes no row refers to any more are dropped."""
+    by_table = {t: [{k: v for k, v in r.items() if k != "table"} for r in rows
+                    if table_of(r) == t] for t in TABLES}
     for table, chosen in by_table.items():
         for row in chosen:
             apply(data, table, row)
