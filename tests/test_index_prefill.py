@@ -141,6 +141,49 @@ def test_topk_ties_nan_and_strided_out():
     assert torch.equal(out.cpu(), ref)
 
 
+def _strided(t):
+    """The same values in a non-contiguous view: every other element of each dimension of a
+    larger buffer, at a nonzero storage offset."""
+    big = torch.zeros([2 * n + 1 for n in t.shape], dtype=t.dtype, device=t.device)
+    view = big[tuple(slice(1, 1 + 2 * n, 2) for n in t.shape)]
+    view.copy_(t)
+    assert not view.is_contiguous() and view.storage_offset() > 0
+    return view
+
+
+def test_strided_inputs_and_outputs_equal_the_contiguous_call():
+    """Every tensor argument as a padded, offset view (the cache with its D axis strided too)
+    gives the ids and scores of the contiguous call, on both one-call paths."""
+    inp = make_inputs([130, 0], [20, 37], H=2, seed=4)
+    want_scores = generated.index_prefill_score(**inp)
+    want = {}
+    for name, launch in (("two", TWO), ("stream", stream(16))):
+        want[name] = pi.index_prefill_with_launch(launch, **inp, topk=4, init_blocks=1,
+                                                  local_blocks=1)
+    strided = dict(inp)
+    for k in ("idx_q", "index_kv_cache", "cu_seqlens_q", "seq_lens", "prefix_lens"):
+        strided[k] = _strided(inp[k])
+    table = torch.zeros((inp["block_table"].shape[0] + 2, inp["block_table"].shape[1] + 5),
+                        dtype=torch.int32, device=DEVICE)
+    table[1:-1, :inp["block_table"].shape[1]] = inp["block_table"]
+    strided["block_table"] = table[1:-1]  # rows of a wider table (unit column stride)
+    got_scores = generated.index_prefill_score(**strided)
+    known = ~torch.isnan(ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"]))
+    mb = known.shape[2]
+    assert torch.equal(got_scores[:, :, :mb][known], want_scores[:, :, :mb][known])
+    T = inp["idx_q"].shape[0]
+    for name, launch in (("two", TWO), ("stream", stream(16))):
+        out = torch.full((T + 3, 2, 6), -7, dtype=torch.int32, device=DEVICE)[1:-2, :, 1:5]
+        out = out.transpose(0, 1)  # [H, T, topk], token-major underneath, offset
+        pi.index_prefill_with_launch(launch, **strided, topk=4, init_blocks=1, local_blocks=1,
+                                     out=out)
+        assert torch.equal(out, want[name]), name
+    ids = generated.index_prefill_topk(_strided(want_scores), _strided(inp["cu_seqlens_q"]),
+                                       _strided(inp["prefix_lens"]), inp["max_query_len"], 4, 1,
+                                       1)
+    assert torch.equal(ids, want["two"])
+
+
 def test_rows_outside_every_request_are_left_alone():
     inp = make_inputs([0], [20], seed=2)
     # cu[1] = 14 < T = 20, and max_query_len 10 cuts the request further
