@@ -203,8 +203,8 @@ def measured_selector_rules(target):
 UPSTREAM = (lanes(64), dict(kv_splits=1, num_warps=4, num_stages=None))
 PORTABLE_FP32 = (lanes(16), dict(kv_splits=1, num_warps=4, num_stages=1))
 
-# sm_90, not measured by the tuner yet (bench_prefill --study on two H200s, 2026-12-01, which
-# agreed within 3 %): 64-lane tiles, 4 warps, 3 stages up to 4096 tokens; 128-lane tiles, 8
+# sm_90 for inputs its data file has no rows for (bench_prefill --study on two H200s,
+# 2026-12-01, which agreed within 3 %): 64-lane tiles, 4 warps, 3 stages up to 4096 tokens; 128-lane tiles, 8
 # warps, 2 stages above (467 µs against 864 for the 64-lane tile at 122880 + 8192 tokens); a KV
 # split of 8 (it helps small grids and costs ≤ 7 % elsewhere). fp32 products: 64 lanes, 4 warps,
 # one stage (196 KiB of shared memory).
