@@ -11,7 +11,8 @@ from .policy import Between
 
 TORCH_DTYPES = {
     "bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
-    "fp8e4m3": "torch.float8_e4m3fn", "int32": "torch.int32", "int64": "torch.int64",
+    "fp8e4m3": "torch.float8_e4m3fn", "fp8e5m2": "torch.float8_e5m2", "int32": "torch.int32",
+    "int64": "torch.int64",
 }
 
 

@@ -172,7 +172,7 @@ LOC = attrs.field(default=None, eq=False, repr=False)
 # ---------------------------------------------------------------------------------------------
 # Hardware targets
 
-DTYPES = ("bf16", "fp16", "fp32", "fp8e4m3", "int32", "int64")
+DTYPES = ("bf16", "fp16", "fp32", "fp8e4m3", "fp8e5m2", "int32", "int64")
 
 
 @spec_class

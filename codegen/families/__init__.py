@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from . import index_decode, index_prefill, router_gemm
+from . import index_decode, index_prefill, router_gemm, sparse_attn
 
 
 @runtime_checkable
@@ -28,4 +28,4 @@ class Family(Protocol):
         """Render context of one generated file of the family (literals only)."""
 
 
-ALL = (index_decode, index_prefill, router_gemm)
+ALL = (index_decode, index_prefill, router_gemm, sparse_attn)

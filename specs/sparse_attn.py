@@ -1,0 +1,81 @@
+"""MiniMax-M3 sparse attention over the indexer's selected blocks (docs/KERNELS.md §15).
+
+Variants: the split-K attention kernel (its merge kernel beside it) and the host entries.
+Policies: `sparse_attn_decode` and `sparse_attn_prefill` pick the KV splits and launch options
+from hardware, query / KV dtypes, scale mode, group size G = Hq / Hkv, head_dim and the number
+of (row, KV head) programs. Every target starts from the same portable rows (not measured:
+upstream publishes no gfx950 table for these kernels); measured rows come with the tuner.
+"""
+from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
+from codegen.policy import Axis, Buckets, Policy, Rule
+
+from .index_decode import CONSTANTS, HARDWARE, MAX_TOPK
+
+Q_DTYPES = ("bf16", "fp16", "fp32")
+KV_DTYPES = ("bf16", "fp16", "fp8e4m3", "fp8e5m2")
+SCALE_MODES = ("none", "scalar", "per_token")
+GROUPS = (1, 2, 4, 8, 16, 32)
+HEAD_DIMS = (64, 128, 256)
+
+Q = TensorContract(name="q", rank=3, dtypes=Q_DTYPES, doc="[T, Hq, D], any strides")
+KV = TensorContract(name="kv", rank=4, dtypes=KV_DTYPES,
+                    doc="[pages, 2, 128, Hkv, D] (5-D) or [pages, Hkv, 128, 2·D], any strides")
+TOPK_IDX = TensorContract(name="topk_idx", rank=3, dtypes=("int32",),
+                          doc="[Hkv, T, topk] block ids, -1 padded, any strides")
+BLOCK_TABLE = TensorContract(name="block_table", rank=2, dtypes=("int32",),
+                             doc="[R, W] 128-token block → page; unit column stride")
+OUTPUT = TensorContract(name="output", rank=3, dtypes=("bf16", "fp16", "fp32"),
+                        doc="[T, Hq, D], any strides (no overlap)")
+
+COMMON = dict(family="sparse_attn", hardware=HARDWARE, constants=CONSTANTS)
+
+SPECS = [
+    Variant(name="sparse_attn_split", template="sparse_attn.py.j2", output="sparse_attn.py",
+            **COMMON,
+            doc="attention over listed blocks: grid (T · Hkv, splits), G query heads per "
+                "program, online softmax; several splits merge exactly by log-sum-exp",
+            tensors=(Q, KV, TOPK_IDX, BLOCK_TABLE, OUTPUT),
+            params=(Param(name="splits", kind="int", pow2=True, maximum=MAX_TOPK,
+                          doc="contiguous shares of each row's block list"),
+                    NUM_WARPS, NUM_STAGES),
+            defaults=dict(splits=1, num_warps=4, num_stages=2)),
+    Variant(name="sparse_attn", template="sparse_attention.py.j2",
+            output="sparse_attention.py", **COMMON,
+            doc="host entries: validation, dispatch, scratch for sparse_attn_decode / "
+                "sparse_attn_prefill",
+            tensors=(Q, KV, TOPK_IDX, BLOCK_TABLE, OUTPUT)),
+]
+
+# Splits by programs (rows · KV heads): few programs split each row's list so the grid fills
+# the GPU; many take one (no merge kernel). Portable rows, not measured.
+SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
+    (1, 32, dict(splits=8)), (33, 128, dict(splits=4)), (129, 512, dict(splits=2)),
+    (513, None, dict(splits=1)),
+))
+OPTIONS = dict(num_warps=4, num_stages=2)
+
+
+def axes(extra_doc):
+    return (
+        Axis(name="hardware", kind="enum", values=HARDWARE, doc="normalized target"),
+        Axis(name="q_dtype", kind="enum", values=Q_DTYPES, doc="q dtype"),
+        Axis(name="kv_dtype", kind="enum", values=KV_DTYPES, doc="cache dtype"),
+        Axis(name="scales", kind="enum", values=SCALE_MODES, doc="k_scale / v_scale mode"),
+        Axis(name="group", kind="enum", values=GROUPS, doc="G = Hq / Hkv"),
+        Axis(name="head_dim", kind="enum", values=HEAD_DIMS, doc="head dim D"),
+        Axis(name="programs", kind="int", lo=1, doc=f"rows · KV heads ({extra_doc})"),
+    )
+
+
+SPECS += [
+    Policy(name="sparse_attn_decode", family="sparse_attn",
+           doc="decode sparse attention: splits of each row's block list",
+           axes=axes("T = R · decode_query_len"),
+           rules=[Rule(when={}, variant="sparse_attn_split", params=OPTIONS,
+                       by=SPLITS_BY_PROGRAMS, note="portable (not measured)")]),
+    Policy(name="sparse_attn_prefill", family="sparse_attn",
+           doc="prefill sparse attention (per token): splits of each row's block list",
+           axes=axes("T prefill tokens"),
+           rules=[Rule(when={}, variant="sparse_attn_split", params=OPTIONS,
+                       by=SPLITS_BY_PROGRAMS, note="portable (not measured)")]),
+]

@@ -1,0 +1,235 @@
+"""Sparse attention over the indexer's selected blocks (docs/KERNELS.md §15) against an
+independent float64 reference (softmax over exactly the listed, visible keys), with vLLM's
+bounds for bf16 (mean abs error ≤ 2.5e-4, max ≤ 1.7e-2): G 4/8/16, Q 1/4, both cache layouts
+(HND and an NHD view), fp8 KV with each scale mode, split lists merged by log-sum-exp, −1
+holes, rows with no visible key, prefill rows, strided arguments, rejections. CPU interpreter
+on small shapes; the GPU at MiniMax-M3 sizes (marked gpu).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import generated
+from decode_inputs import DEVICE
+from generated import sparse_attention as sa
+from reference_attn import decode_positions, prefill_positions, ref_sparse_attn
+
+BLOCK = 128
+MEAN_ABS, MAX_ABS = 2.5e-4, 1.7e-2  # vLLM's bf16 bounds
+FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+
+
+def make_cache(pages, Hkv, D, layout, dtype, g):
+    """(kv as the kernels take it, its 5-D [pages, 2, 128, Hkv, D] values for reference use)."""
+    vals = (torch.randn((pages, 2, BLOCK, Hkv, D), generator=g) * 0.5)
+    if layout == "5d":
+        kv = vals.clone()
+    elif layout == "hnd":  # [pages, Hkv, 128, 2D] contiguous
+        kv = torch.cat([vals[:, 0], vals[:, 1]], dim=-1).permute(0, 2, 1, 3).contiguous()
+    else:  # "nhd": storage [pages, 128, Hkv, 2D], seen as [pages, Hkv, 128, 2D]
+        kv = torch.cat([vals[:, 0], vals[:, 1]], dim=-1).contiguous().permute(0, 2, 1, 3)
+    return kv.to(dtype)
+
+
+def block_lists(positions, Hkv, topk, W, g, holes=True):
+    """[Hkv, T, topk] ids: each row's own block, earlier blocks at random (distinct), −1 holes."""
+    T = len(positions)
+    ids = torch.full((Hkv, T, topk), -1, dtype=torch.int32)
+    for row, pos in enumerate(positions):
+        if pos is None:
+            continue
+        own = max(pos[1], 0) // BLOCK
+        for h in range(Hkv):
+            earlier = torch.randperm(own, generator=g)[:topk - 1].tolist() if own else []
+            row_ids = [own] + earlier
+            if holes and len(row_ids) > 2:
+                row_ids[1] = -1
+            row_ids = row_ids[:topk]
+            ids[h, row, :len(row_ids)] = torch.tensor(row_ids, dtype=torch.int32)
+    return ids
+
+
+def decode_case(lens, Q=1, Hkv=1, G=16, D=64, topk=4, layout="5d", kv_dtype=torch.bfloat16,
+                q_dtype=torch.bfloat16, seed=0, extra_cols=2):
+    g = torch.Generator().manual_seed(seed)
+    R = len(lens)
+    W = max(1, -(-max(lens) // BLOCK)) + extra_cols
+    pages = R * W + 3
+    kv = make_cache(pages, Hkv, D, layout, kv_dtype, g)
+    table = torch.randperm(pages, generator=g)[:R * W].view(R, W).to(torch.int32)
+    seq_lens = torch.tensor(lens, dtype=torch.int32)
+    positions = decode_positions(seq_lens, Q)
+    q = torch.randn((R * Q, Hkv * G, D), generator=g).to(q_dtype)
+    ids = block_lists(positions, Hkv, topk, W, g)
+    return dict(q=q.to(DEVICE), kv=kv.to(DEVICE), topk_idx=ids.to(DEVICE),
+                block_table=table.to(DEVICE), seq_lens=seq_lens.to(DEVICE),
+                num_kv_heads=Hkv, sm_scale=D ** -0.5, decode_query_len=Q), positions
+
+
+def check(out, ref, bounds=(MEAN_ABS, MAX_ABS)):
+    """Error against the float64 result rounded once to the output's dtype (the rounding every
+    kernel writing that dtype must do), within vLLM's bounds."""
+    err = (out.double() - ref.to(out.dtype).double()).abs()
+    assert float(err.mean()) <= bounds[0] and float(err.max()) <= bounds[1], \
+        (float(err.mean()), float(err.max()))
+
+
+def run_decode(case, out_dtype=torch.bfloat16, splits=None, **scales):
+    out = torch.full(case["q"].shape, float("nan"), dtype=out_dtype, device=DEVICE)
+    if splits is None:
+        return generated.sparse_attn_decode(**case, output=out, **scales)
+    return sa.sparse_attn_with_launch(dict(splits=splits, num_warps=4, num_stages=2), "decode",
+                                      **case, output=out, **scales)
+
+
+@pytest.mark.parametrize("G,Hkv,Q", [(16, 1, 1), (8, 2, 4), (4, 1, 4)])
+def test_decode_matches_float64(G, Hkv, Q):
+    case, pos = decode_case([300, 130, 1], Q=Q, Hkv=Hkv, G=G, seed=G + Q)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
+                          Hkv, case["sm_scale"])
+    check(run_decode(case), ref)
+
+
+@pytest.mark.parametrize("layout", ["hnd", "nhd"])
+def test_both_cache_layouts(layout):
+    case, pos = decode_case([260, 90], Q=2, Hkv=2, G=4, layout=layout, seed=3)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"])
+    check(run_decode(case), ref)
+
+
+@pytest.mark.parametrize("q_dtype", [torch.bfloat16, torch.float32])
+def test_splits_merge_exactly(q_dtype):
+    """Every split count matches float64 (the log-sum-exp merge is exact algebra: with fp32
+    queries, whose probabilities are never rounded to 16 bits, every split count gives the
+    one-split result within fp32 rounding); empty splits and rows without keys give zeros."""
+    case, pos = decode_case([600, 0, 140], Q=1, Hkv=1, G=8, topk=8, seed=5, q_dtype=q_dtype)
+    one = run_decode(case, torch.float32, splits=1)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
+                          case["sm_scale"])
+    check(one, ref)
+    assert bool((one[1] == 0).all())  # seq_len 0: no visible key
+    for splits in (2, 4, 8):
+        got = run_decode(case, torch.float32, splits=splits)
+        check(got, ref)
+        assert bool((got[1] == 0).all())
+        if q_dtype == torch.float32:
+            torch.testing.assert_close(got, one, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fp8,scales", [("e4m3", "none"), ("e4m3", "scalar"),
+                                        ("e5m2", "per_token")])
+def test_fp8_kv_with_each_scale_mode(fp8, scales):
+    case, pos = decode_case([270, 129], Q=1, Hkv=2, G=8, kv_dtype=FP8[fp8], seed=7)
+    kw = {}
+    if scales == "scalar":
+        kw = dict(k_scale=torch.tensor(0.75, device=DEVICE),
+                  v_scale=torch.tensor([1.5], device=DEVICE))
+    elif scales == "per_token":
+        slots = case["kv"].shape[0] * BLOCK
+        g = torch.Generator().manual_seed(1)
+        kw = dict(k_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE),
+                  v_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE))
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"], **kw)
+    check(run_decode(case, torch.float32, **kw), ref)  # fp32 output: the kernel's error alone
+
+
+def test_fp32_query_and_output():
+    case, pos = decode_case([300], Q=4, Hkv=1, G=4, q_dtype=torch.float32, seed=9)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
+                          case["sm_scale"])
+    check(run_decode(case, torch.float32), ref, (1e-5, 1e-4))
+
+
+def test_ids_outside_the_table_or_past_the_row_are_skipped():
+    """Ids ≥ the table width, negative ids, blocks after the row's position and page ids outside
+    the cache read nothing and add no key."""
+    case, pos = decode_case([200, 200], Q=1, Hkv=1, G=4, topk=6, seed=11)
+    ids = case["topk_idx"].clone()
+    ids[0, 0, 2:] = torch.tensor([10 ** 6, -5, 7, 1], dtype=torch.int32)  # 7: past the row
+    case["topk_idx"] = ids
+    case["block_table"][1, 0] = 10 ** 7  # row 1's block 0: a page outside the cache
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
+                          case["sm_scale"])
+    check(run_decode(case), ref)
+
+
+def test_prefill_rows_match_float64_and_rows_of_no_request_are_zero():
+    g = torch.Generator().manual_seed(13)
+    # (rows with only a few keys carry large probabilities, whose 16-bit rounding in the P·V
+    # product then dominates the error: every row here sees ≥ 41 keys)
+    prefix, qlen = [130, 40], [20, 9]
+    seq = [p + n for p, n in zip(prefix, qlen)]
+    W, Hkv, G, D, topk = 3, 2, 4, 64, 4
+    pages = 2 * W + 1
+    kv = make_cache(pages, Hkv, D, "5d", torch.bfloat16, g)
+    table = torch.randperm(pages, generator=g)[:2 * W].view(2, W).to(torch.int32)
+    T = sum(qlen) + 3  # three padding rows past cu[R]
+    cu = torch.tensor([0, 20, 29], dtype=torch.int32)
+    pre, lens = torch.tensor(prefix, dtype=torch.int32), torch.tensor(seq, dtype=torch.int32)
+    pos = prefill_positions(cu, pre, lens, T, max(qlen))
+    ids = block_lists(pos, Hkv, topk, W, g)
+    q = torch.randn((T, Hkv * G, D), generator=g).bfloat16()
+    args = [t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)]
+    out = torch.full((T, Hkv * G, D), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    generated.sparse_attn_prefill(*args, max(qlen), Hkv, D ** -0.5, out)
+    ref = ref_sparse_attn(args[0], args[1], args[2], args[3], pos, Hkv, D ** -0.5)
+    check(out, ref)
+    assert bool((out[29:] == 0).all())
+
+
+def test_strided_arguments_equal_the_contiguous_call():
+    case, pos = decode_case([300, 140], Q=2, Hkv=2, G=8, seed=17)
+    want = run_decode(case, torch.float32)
+
+    def strided(t):
+        big = torch.zeros([2 * n + 1 for n in t.shape], dtype=t.dtype, device=t.device)
+        view = big[tuple(slice(1, 1 + 2 * n, 2) for n in t.shape)]
+        view.copy_(t)
+        return view
+
+    odd = dict(case, q=strided(case["q"]), kv=strided(case["kv"]),
+               topk_idx=strided(case["topk_idx"]), seq_lens=strided(case["seq_lens"]))
+    out = strided(torch.zeros_like(want))
+    generated.sparse_attn_decode(**odd, output=out)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("change,error,match", [
+    (dict(q="x"), TypeError, "q"),
+    (dict(num_kv_heads=3), ValueError, "num_kv_heads"),
+    (dict(sm_scale="0.1"), TypeError, "sm_scale"),
+    (dict(decode_query_len=3), ValueError, "q"),
+    (dict(topk_idx=torch.zeros((1, 4, 4), dtype=torch.int64)), ValueError, "topk_idx"),
+    (dict(kv=torch.zeros((4, 2, 64, 1, 64), dtype=torch.bfloat16)), ValueError, "kv"),
+    (dict(k_scale=torch.tensor(1.0)), ValueError, "v_scale"),
+    (dict(output=torch.zeros((4, 16, 32), dtype=torch.bfloat16)), ValueError, "output"),
+])
+def test_rejections_name_the_argument(change, error, match):
+    case, _ = decode_case([200, 10], Q=2, Hkv=1, G=16, seed=1)
+    kw = dict(case, output=torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE))
+    for k, v in change.items():
+        kw[k] = v.to(DEVICE) if isinstance(v, torch.Tensor) else v
+    with pytest.raises(error, match=match):
+        generated.sparse_attn_decode(**kw)
+
+
+def test_explain_names_the_row():
+    info = generated.explain_sparse_attn("decode", "sm_90", "bf16", "bf16", "none", 16, 128, 32)
+    assert info["splits"] == 8 and "sparse_attn_decode row" in info["rule"]
+
+
+# ---- GPU, MiniMax-M3 sizes -------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("Hkv,G,Q,R", [(4, 16, 1, 8), (2, 16, 4, 4), (1, 8, 1, 32)])
+def test_gpu_decode_full_size(Hkv, G, Q, R):
+    case, pos = decode_case([32768 - 17 * r for r in range(R)], Q=Q, Hkv=Hkv, G=G, D=128,
+                            topk=16, seed=R)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
+                          Hkv, case["sm_scale"])
+    check(run_decode(case), ref)
+    for splits in (1, 4):
+        check(run_decode(case, splits=splits), ref)
