@@ -52,6 +52,15 @@ def test_bench_prefill_smoke_checks_every_path(tmp_path):
         assert row["scratch_bytes"]["stream"] == 0 < row["scratch_bytes"]["two_kernels"]
 
 
+def test_bench_attn_smoke_checks_every_row(tmp_path):
+    run = _run([os.path.join("tools", "bench_attn.py"), "--smoke", "--reps", "2",
+                "--out", str(tmp_path)])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "bench_attn.json").read_text())
+    assert report["rows"] and all(r["check"]["ok"] for r in report["rows"])
+    assert all(r["floor_us"] > 0 and r["us"] > 0 for r in report["rows"])
+
+
 @pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "sm90_code.py"])
 def test_device_tools_parse_their_command_line(tool):
     run = _run([os.path.join("tools", tool), "--help"], timeout=120)

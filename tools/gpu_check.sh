@@ -5,6 +5,7 @@
 #   bash tools/gpu_check.sh verify      # GPU tests + quick bench (the first call of a session)
 #   bash tools/gpu_check.sh bench-only  # only the benchmark
 #   bash tools/gpu_check.sh prefill [--study]  # prefill GPU tests + tools/bench_prefill.py
+#   bash tools/gpu_check.sh attn [--quick]      # sparse-attention GPU tests + tools/bench_attn.py
 #   bash tools/gpu_check.sh tune router [measure options]   # measure one section (one run file;
 #   bash tools/gpu_check.sh tune decode [measure options]   #   repeat on a second machine)
 #   bash tools/gpu_check.sh tune prefill [measure options]
@@ -28,8 +29,9 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 MODE=${1:-all}
 PY=${PYTHON:-python3}
-case "$MODE" in all|tune|bench-only|verify|prefill) ;;
-  *) echo "usage: $0 [verify|bench-only|prefill|tune router|tune decode]"; exit 2;; esac
+case "$MODE" in all|tune|bench-only|verify|prefill|attn) ;;
+  *) echo "usage: $0 [verify|bench-only|prefill|attn|tune router|tune decode|tune prefill]"
+     exit 2;; esac
 SECTION=
 if [ "$MODE" = tune ]; then
   SECTION=${2:-}
@@ -76,6 +78,15 @@ if [ "$MODE" = prefill ]; then
   bench_rc=$?
 fi
 
+if [ "$MODE" = attn ]; then
+  echo "== sparse-attention GPU tests ($(date -u +%T))"
+  $PY -m pytest -q -m gpu tests/test_sparse_attn.py 2>&1 | tee "$OUT/gpu_tests.log"
+  tests_rc=$?
+  echo "== sparse-attention benchmark ($(date -u +%T))"
+  $PY tools/bench_attn.py --out "$OUT" "$@" 2>&1 | tee "$OUT/bench_attn.log"
+  bench_rc=$?
+fi
+
 if [ "$MODE" = all ] || [ "$MODE" = verify ]; then
   echo "== GPU tests ($(date -u +%T))"
   jobs=()
@@ -109,8 +120,8 @@ if [ "$tests_rc" != - ]; then
 fi
 if [ "$bench_rc" != - ]; then
   echo "bench: rc=$bench_rc"
-  grep -hE '^  decode .*(PASS|FAIL)|^  router \(|^  ERROR|^TARGETS:|^prefill:' \
-      "$OUT"/bench.log "$OUT"/bench_prefill.log 2>/dev/null
+  grep -hE '^  decode .*(PASS|FAIL)|^  router \(|^  ERROR|^TARGETS:|^prefill:|^attention:' \
+      "$OUT"/bench.log "$OUT"/bench_prefill.log "$OUT"/bench_attn.log 2>/dev/null
 fi
 echo "files: $(cd "$OUT" && ls | tr '\n' ' ')"
 rc=0

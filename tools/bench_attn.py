@@ -1,0 +1,137 @@
+"""Sparse attention benchmark (issue 21): `sparse_attn_decode` on vLLM's rows
+(tools/targets.py VLLM_ATTN_US), checked against float64 on sampled rows first.
+
+    python3 tools/bench_attn.py --out DIR            # every row
+    python3 tools/bench_attn.py --out DIR --quick    # four rows
+    python3 tools/bench_attn.py --out DIR --smoke    # CPU interpreter, tiny rows
+
+Per row: our µs (CUDA-graph replay, L2 flushed, median after a settle pass), the floor (the KV
+bytes the rows must read, topk · 128 · Hkv · 2 · D · 2 per row, at ATTN_COPY_TBPS), our share
+of it, vLLM's µs and the ratio. Writes DIR/bench_attn.json after every row.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tools import common, targets  # noqa: E402
+
+BLOCK, D, TOPK = 128, 128, 16
+CHECK_ROWS = 8  # rows per scenario checked against float64
+SMOKE_ROWS = {(16, 1, 2, 1024, 1): None, (8, 2, 2, 512, 2): None}
+QUICK = ((32, 2, 1, 32768, 1), (32, 2, 32, 32768, 4), (64, 4, 128, 32768, 1),
+         (32, 2, 128, 131072, 4))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny rows")
+    p.add_argument("--reps", type=int, default=30)
+    return p.parse_args(argv)
+
+
+def make_case(row, device, d=D, topk=TOPK, seed=0):
+    """bf16 q and cache [pages, 2, 128, Hkv, D]; each row lists its own block and topk − 1
+    earlier ones at random (as vLLM's measurement)."""
+    import torch
+
+    Hq, Hkv, R, ctx, Q = row
+    g = torch.Generator().manual_seed(seed)
+    mb = common.cdiv(ctx, BLOCK)
+    pages = R * mb + 8
+    kv = (torch.randn((pages, 2, BLOCK, Hkv, d), generator=g) * 0.5).bfloat16()
+    table = torch.randperm(pages, generator=g)[:R * mb].view(R, mb).to(torch.int32)
+    T = R * Q
+    ids = torch.full((Hkv, T, topk), -1, dtype=torch.int32)
+    for t in range(T):
+        own = (ctx - Q + t % Q) // BLOCK
+        earlier = torch.randperm(own, generator=g)[:topk - 1] if own else torch.zeros(0)
+        lst = torch.cat([torch.tensor([own]), earlier]).to(torch.int32)
+        ids[:, t, :lst.numel()] = lst
+    q = torch.randn((T, Hq, d), generator=g).bfloat16()
+    return dict(q=q.to(device), kv=kv.to(device), topk_idx=ids.to(device),
+                block_table=table.to(device),
+                seq_lens=torch.full((R,), ctx, dtype=torch.int32, device=device),
+                num_kv_heads=Hkv, sm_scale=d ** -0.5, decode_query_len=Q)
+
+
+def check(generated, case, out):
+    """Mean / max abs error against float64 on sampled rows (rounded to bf16 first)."""
+    import torch
+    from reference_attn import decode_positions, ref_sparse_attn
+
+    T = case["q"].shape[0]
+    rows = sorted(set(range(0, T, max(1, T // CHECK_ROWS))) | {T - 1})
+    sub = dict(case)
+    sub["q"] = case["q"][rows]
+    sub["topk_idx"] = case["topk_idx"][:, rows]
+    pos = [decode_positions(case["seq_lens"], case["decode_query_len"])[r] for r in rows]
+    ref = ref_sparse_attn(sub["q"], case["kv"], sub["topk_idx"], case["block_table"], pos,
+                          case["num_kv_heads"], case["sm_scale"])
+    err = (out[rows].double() - ref.to(torch.bfloat16).double()).abs()
+    mean, worst = float(err.mean()), float(err.max())
+    return {"ok": mean <= 2.5e-4 and worst <= 1.7e-2, "mean_abs": mean, "max_abs": worst,
+            "rows_checked": len(rows)}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    common.setup(args.smoke)
+    sys.path.insert(0, os.path.join(common.ROOT, "tests"))
+    import torch
+    import generated
+
+    device = "cpu" if args.smoke else "cuda"
+    os.makedirs(args.out, exist_ok=True)
+    rows = list(SMOKE_ROWS) if args.smoke else list(QUICK if args.quick else
+                                                    targets.VLLM_ATTN_US)
+    env, results = common.env_info(args.smoke), []
+    for row in rows:
+        Hq, Hkv, R, ctx, Q = row
+        d = 64 if args.smoke else D
+        topk = 4 if args.smoke else TOPK
+        label = f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}"
+        try:
+            case = make_case(row, device, d, topk)
+            out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
+            generated.sparse_attn_decode(**case, output=out)
+            verdict = check(generated, case, out)
+            us = common.time_op(lambda: generated.sparse_attn_decode(**case, output=out),
+                                smoke=args.smoke, reps=args.reps)["median_us"]
+        except Exception as e:  # noqa: BLE001 - the other rows still count
+            common.say(f"  {label}: ERROR {type(e).__name__}: {str(e)[:300]}")
+            results.append({"row": list(row), "error": f"{type(e).__name__}: {e}"})
+            continue
+        T = R * Q
+        nbytes = T * topk * BLOCK * Hkv * 2 * d * 2
+        floor = nbytes / (targets.ATTN_COPY_TBPS * 1e12) * 1e6
+        vllm = targets.VLLM_ATTN_US.get(row)
+        res = {"row": list(row), "us": us, "floor_us": floor, "share_of_floor": floor / us,
+               "vllm_us": vllm, "vs_vllm": us / vllm if vllm else None, "check": verdict}
+        judged = []
+        if vllm:
+            judged.append(targets.verdict(targets.ISSUE21, "≤ vLLM", us, targets.LE, vllm, "µs"))
+        if T >= targets.ATTN_MIN_ROWS:
+            judged.append(targets.verdict(targets.ISSUE21, "share of the copy rate", floor / us,
+                                          targets.GE, targets.ATTN_FLOOR_SHARE, "×"))
+        res["targets"] = judged
+        common.say(f"  {label:22s} {common.fmt_us(us):>8s} µs  floor {floor:7.1f}  "
+                   f"{100 * floor / us:5.1f} %  vLLM {vllm if vllm else '-':>6}  "
+                   + " ".join("PASS" if v["pass"] else "FAIL" for v in judged)
+                   + f"  check {'ok' if verdict['ok'] else verdict}")
+        results.append(res)
+        common.write_json(os.path.join(args.out, "bench_attn.json"),
+                          {"env": env, "rows": results})
+        del case, out
+        common.free_memory()
+    failed = [r for r in results if "error" in r or not r["check"]["ok"]]
+    common.say(f"attention: {len(results) - len(failed)}/{len(results)} rows ok")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
