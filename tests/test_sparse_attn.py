@@ -197,6 +197,37 @@ def test_strided_arguments_equal_the_contiguous_call():
     torch.testing.assert_close(out, want, rtol=0, atol=0)
 
 
+def test_decode_step_equals_the_two_calls():
+    """sparse_decode_step: the indexer's ids (index heads = KV heads) and the attention over
+    them, the same as calling index_decode then sparse_attn_decode."""
+    g = torch.Generator().manual_seed(23)
+    R, Q, Hkv, G, D, Didx, topk = 2, 2, 2, 4, 64, 16, 4
+    lens = [400, 150]
+    W = 4
+    idx_pages, pages = R * W + 1, R * W + 2
+    idx_q = torch.randn((R * Q, Hkv, Didx), generator=g).bfloat16().to(DEVICE)
+    idx_cache = torch.randn((idx_pages, BLOCK, Didx), generator=g).bfloat16().to(DEVICE)
+    idx_table = torch.randperm(idx_pages, generator=g)[:R * W].view(R, W).int().to(DEVICE)
+    kv = make_cache(pages, Hkv, D, "5d", torch.bfloat16, g).to(DEVICE)
+    table = torch.randperm(pages, generator=g)[:R * W].view(R, W).int().to(DEVICE)
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device=DEVICE)
+    q = torch.randn((R * Q, Hkv * G, D), generator=g).bfloat16().to(DEVICE)
+    out = torch.zeros((R * Q, Hkv * G, D), dtype=torch.bfloat16, device=DEVICE)
+    ids_out = torch.full((Hkv, R * Q, topk), -7, dtype=torch.int32, device=DEVICE)
+    counter = torch.zeros((Hkv, R * Q), dtype=torch.int32, device=DEVICE)
+    got, ids = generated.sparse_decode_step(
+        idx_q, idx_cache, idx_table, q, kv, table, seq_lens, W * BLOCK, topk, 0, 1, Hkv, Q, Q,
+        D ** -0.5, out, topk_out=ids_out, completion_counter=counter)
+    assert got.data_ptr() == out.data_ptr() and ids.data_ptr() == ids_out.data_ptr()
+    want_ids = generated.index_decode(idx_q, idx_cache, idx_table, seq_lens, W * BLOCK, topk,
+                                      0, 1, Hkv, Q, Q)
+    assert torch.equal(ids, want_ids)
+    want = torch.zeros_like(out)
+    generated.sparse_attn_decode(q, kv, want_ids, table, seq_lens, Hkv, D ** -0.5, want, Q)
+    assert torch.equal(got, want)
+    assert int(counter.abs().sum()) == 0
+
+
 @pytest.mark.parametrize("change,error,match", [
     (dict(q="x"), TypeError, "q"),
     (dict(num_kv_heads=3), ValueError, "num_kv_heads"),
@@ -233,3 +264,36 @@ def test_gpu_decode_full_size(Hkv, G, Q, R):
     check(run_decode(case), ref)
     for splits in (1, 4):
         check(run_decode(case, splits=splits), ref)
+
+
+@pytest.mark.gpu
+def test_gpu_decode_step_in_a_graph_equals_the_two_calls():
+    from graph_capture import capture
+
+    g = torch.Generator().manual_seed(29)
+    R, Q, Hkv, G, D, topk, ctx = 16, 1, 4, 16, 128, 16, 32768
+    W = ctx // BLOCK
+    idx_q = torch.randn((R * Q, Hkv, 128), generator=g).bfloat16().cuda()
+    idx_cache = torch.randn((R * W + 1, BLOCK, 128), generator=g).bfloat16().cuda()
+    idx_table = torch.randperm(R * W + 1, generator=g)[:R * W].view(R, W).int().cuda()
+    kv = make_cache(R * W + 2, Hkv, D, "5d", torch.bfloat16, g).cuda()
+    table = torch.randperm(R * W + 2, generator=g)[:R * W].view(R, W).int().cuda()
+    seq_lens = torch.full((R,), ctx, dtype=torch.int32, device="cuda")
+    q = torch.randn((R * Q, Hkv * G, D), generator=g).bfloat16().cuda()
+    out = torch.zeros((R * Q, Hkv * G, D), dtype=torch.bfloat16, device="cuda")
+    ids_out = torch.empty((Hkv, R * Q, topk), dtype=torch.int32, device="cuda")
+    counter = torch.zeros((Hkv, R * Q), dtype=torch.int32, device="cuda")
+
+    def step():
+        generated.sparse_decode_step(idx_q, idx_cache, idx_table, q, kv, table, seq_lens, ctx,
+                                     topk, 0, 1, Hkv, Q, Q, D ** -0.5, out, topk_out=ids_out,
+                                     completion_counter=counter)
+    graph, _ = capture(step)
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    want_ids = generated.index_decode(idx_q, idx_cache, idx_table, seq_lens, ctx, topk, 0, 1,
+                                      Hkv, Q, Q)
+    want = torch.zeros_like(out)
+    generated.sparse_attn_decode(q, kv, want_ids, table, seq_lens, Hkv, D ** -0.5, want, Q)
+    assert torch.equal(ids_out, want_ids) and torch.equal(out, want)
