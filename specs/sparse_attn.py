@@ -1,15 +1,19 @@
 """MiniMax-M3 sparse attention over the indexer's selected blocks (docs/KERNELS.md §15).
 
-Variants: the split-K attention kernel (its merge kernel beside it) and the host entries.
+Variants: the split-K attention kernel (its merge kernel beside it), the query-tiled prefill
+kernel and the host entries.
 Policies: `sparse_attn_decode` and `sparse_attn_prefill` pick the KV splits and launch options
 from hardware, query / KV dtypes, scale mode, group size G = Hq / Hkv, head_dim and the number
 of (row, KV head) programs. Every target starts from the same portable rows (not measured:
 upstream publishes no gfx950 table for these kernels); measured rows come with the tuner.
 """
 from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
-from codegen.policy import Axis, Buckets, Policy, Rule
+from codegen.policy import Axis, Buckets, Policy, Rule, at_least, between, one_of
 
 from .index_decode import CONSTANTS, HARDWARE, MAX_TOPK
+from .measured_targets import TARGETS
+
+MEASURED = tuple(TARGETS)
 
 Q_DTYPES = ("bf16", "fp16", "fp32")
 KV_DTYPES = ("bf16", "fp16", "fp8e4m3", "fp8e5m2")
@@ -39,6 +43,15 @@ SPECS = [
                           doc="contiguous shares of each row's block list"),
                     NUM_WARPS, NUM_STAGES),
             defaults=dict(splits=1, num_warps=4, num_stages=2)),
+    Variant(name="sparse_attn_tiled", template="sparse_attn.py.j2", output="sparse_attn.py",
+            **COMMON,
+            doc="prefill, query-tiled: lanes / G consecutive rows × G heads per program walk "
+                "the ascending union of their lists, loading each page once",
+            tensors=(Q, KV, TOPK_IDX, BLOCK_TABLE, OUTPUT),
+            params=(Param(name="lanes", kind="int", pow2=True, minimum=16, maximum=256,
+                          doc="query lanes (rows · G) per tile"),
+                    NUM_WARPS, NUM_STAGES),
+            defaults=dict(lanes=64, num_warps=8, num_stages=2)),
     Variant(name="sparse_attn", template="sparse_attention.py.j2",
             output="sparse_attention.py", **COMMON,
             doc="host entries: validation, dispatch, scratch for sparse_attn_decode / "
@@ -53,6 +66,20 @@ SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
     (513, None, dict(splits=1)),
 ))
 OPTIONS = dict(num_warps=4, num_stages=2)
+# Prefill: upstream's common path runs per token (gfx950, generic); its Hopper path tiles the
+# queries (neighbouring tokens' lists overlap: each page is loaded once per tile), which the
+# measured targets take for long prefills (not measured yet).
+PREFILL_RULES = [
+    Rule(when={"hardware": one_of("gfx950", "generic")}, variant="sparse_attn_split",
+         params=OPTIONS, by=SPLITS_BY_PROGRAMS, note="per token (portable, not measured)"),
+    *[r for hw in MEASURED for r in (
+        Rule(when={"hardware": hw, "programs": between(1, 2047)}, variant="sparse_attn_split",
+             params=OPTIONS, by=Buckets(axis="programs", rows=SPLITS_BY_PROGRAMS.rows[:-1] + (
+                 (513, 2047, dict(splits=1)),)), note="per token (not measured)"),
+        Rule(when={"hardware": hw, "programs": at_least(2048)}, variant="sparse_attn_tiled",
+             params=dict(lanes=64, num_warps=8, num_stages=2),
+             note="query-tiled: 64 lanes as 8 warps (4 spill at sm_90; not measured)"))],
+]
 
 
 def axes(extra_doc):
@@ -74,8 +101,7 @@ SPECS += [
            rules=[Rule(when={}, variant="sparse_attn_split", params=OPTIONS,
                        by=SPLITS_BY_PROGRAMS, note="portable (not measured)")]),
     Policy(name="sparse_attn_prefill", family="sparse_attn",
-           doc="prefill sparse attention (per token): splits of each row's block list",
+           doc="prefill sparse attention: per token (splits of each row's list) or query-tiled",
            axes=axes("T prefill tokens"),
-           rules=[Rule(when={}, variant="sparse_attn_split", params=OPTIONS,
-                       by=SPLITS_BY_PROGRAMS, note="portable (not measured)")]),
+           rules=PREFILL_RULES),
 ]
