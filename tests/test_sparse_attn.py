@@ -329,3 +329,40 @@ def test_gpu_decode_step_in_a_graph_equals_the_two_calls():
     want = torch.zeros_like(out)
     generated.sparse_attn_decode(q, kv, want_ids, table, seq_lens, Hkv, D ** -0.5, want, Q)
     assert torch.equal(ids_out, want_ids) and torch.equal(out, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("Hkv,G", [(4, 16), (1, 8)])
+def test_gpu_prefill_both_variants_full_size(Hkv, G):
+    """1 × (8192 + 2048) tokens, topk 16: lists shared by runs of 64 neighbouring tokens (as
+    an indexer's are); per-token and query-tiled against float64 on sampled rows."""
+    g = torch.Generator().manual_seed(31)
+    prefix, chunk, D, topk = 8192, 2048, 128, 16
+    W = (prefix + chunk) // BLOCK
+    kv = make_cache(W + 4, Hkv, D, "5d", torch.bfloat16, g).cuda()
+    table = torch.randperm(W + 4, generator=g)[:W].view(1, W).int().cuda()
+    cu = torch.tensor([0, chunk], dtype=torch.int32, device="cuda")
+    pre = torch.tensor([prefix], dtype=torch.int32, device="cuda")
+    lens = torch.tensor([prefix + chunk], dtype=torch.int32, device="cuda")
+    pos = prefill_positions(cu, pre, lens, chunk, chunk)
+    ids = torch.full((Hkv, chunk, topk), -1, dtype=torch.int32)
+    for t0 in range(0, chunk, 64):
+        own = (prefix + t0) // BLOCK
+        shared = torch.randperm(own, generator=g)[:topk - 2].int()
+        for t in range(t0, min(t0 + 64, chunk)):
+            mine = (prefix + t) // BLOCK
+            row = torch.cat([torch.tensor([mine], dtype=torch.int32), shared,
+                             torch.tensor([own], dtype=torch.int32)])
+            row = torch.unique(row)[:topk]
+            ids[:, t, :row.numel()] = row
+    ids = ids.cuda()
+    q = torch.randn((chunk, Hkv * G, D), generator=g).bfloat16().cuda()
+    rows = list(range(0, chunk, 97)) + [chunk - 1]
+    ref = ref_sparse_attn(q[rows], kv, ids[:, rows], table, [pos[r] for r in rows], Hkv,
+                          D ** -0.5)
+    for launch in (dict(splits=1, num_warps=4, num_stages=2),
+                   dict(variant="sparse_attn_tiled", lanes=64, num_warps=8, num_stages=2)):
+        out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        sa.sparse_attn_with_launch(launch, "prefill", q, kv, ids, table, cu, lens, pre, chunk,
+                                   Hkv, D ** -0.5, out)
+        check(out[rows], ref)
