@@ -122,6 +122,7 @@ def test_warmup_enumerates_a_small_domain_on_the_interpreter():
         pytest.skip("GPU: see test_gpu_warmup_leaves_nothing_to_compile")
     result = generated.warmup("cpu", quick=True, num_heads=(1,), max_decode_query_lens=(1,),
                               num_reqs=(1,), max_seq_lens=(128,), sparse_table=(None,),
+                              attention=False,
                               router_shapes=((4096, 8),), router_dtypes=("fp32",),
                               num_tokens=(1, 2), progress=False)
     assert result["hardware"] == "generic" and result["calls"] >= 3
@@ -135,7 +136,8 @@ def test_warmup_gives_each_router_shape_its_weight_dtype_and_token_cap(monkeypat
     calls = []
     monkeypatch.setattr(precompile, "router_gemm", lambda x, w, hardware: calls.append(
         (tuple(w.shape), w.dtype, x.shape[0])))
-    generated.warmup("cpu", decode=False, prefill=False, router_shapes=((7168, 896), (4096, 8)),
+    generated.warmup("cpu", decode=False, prefill=False, attention=False,
+                     router_shapes=((7168, 896), (4096, 8)),
                      router_dtypes=("bf16",), num_tokens=(1, 9, 10, 32), progress=False)
     assert calls == [((896, 7168), torch.bfloat16, 1), ((896, 7168), torch.bfloat16, 9),
                      ((8, 4096), torch.float32, 1), ((8, 4096), torch.float32, 9),
@@ -155,9 +157,9 @@ def test_warmup_takes_only_supported_dtype_pairs(monkeypatch):
     monkeypatch.setattr(precompile, "_prefill_call", lambda device, hw, q, cache, *rest:
                         calls.append((q, cache)))
     monkeypatch.setattr(precompile, "index_prefill_topk", lambda *a, **k: None)
-    generated.warmup("cpu", hardware="sm_90", router=False, head_dims=(128,), num_heads=(1,),
-                     max_decode_query_lens=(1,), num_reqs=(1,), max_seq_lens=(1024,),
-                     progress=False)
+    generated.warmup("cpu", hardware="sm_90", router=False, attention=False, head_dims=(128,),
+                     num_heads=(1,), max_decode_query_lens=(1,), num_reqs=(1,),
+                     max_seq_lens=(1024,), progress=False)
     names = precompile.TORCH_DTYPES
     q_dtypes = [n for n, t in names.items() if t in (torch.bfloat16, torch.float16,
                                                      torch.float32, torch.float8_e4m3fn)]
@@ -165,6 +167,21 @@ def test_warmup_takes_only_supported_dtype_pairs(monkeypatch):
                 if decode_indexer.supported_dtype_pair(names[q], names[c])}
     assert ("fp8e4m3", "fp8e4m3") in set(calls) and ("fp8e4m3", "bf16") not in set(calls)
     assert set(calls) <= accepted and len(set(calls)) >= 9
+
+
+def test_warmup_reaches_every_attention_row_class(monkeypatch):
+    """The attention warm-up calls each table's programs buckets once per domain point, in both
+    modes (recorded, not run), and the quick domain is MiniMax-M3's."""
+    from generated import precompile
+
+    calls = []
+    monkeypatch.setattr(precompile, "_attn_call", lambda device, hw, *point: calls.append(point))
+    generated.warmup("cpu", hardware="sm_90", decode=False, router=False, prefill=False,
+                     quick=True, progress=False)
+    assert {c[:6] for c in calls} >= {("decode", "bf16", "bf16", "none", 16, 128),
+                                      ("prefill", "bf16", "bf16", "none", 8, 128)}
+    programs = {c[6] for c in calls if c[0] == "prefill"}
+    assert 2048 in programs and 1 in programs  # the tiled rows and the per-token ones
 
 
 # ---- GPU -----------------------------------------------------------------------------------
