@@ -4,6 +4,7 @@
     python3 tools/bench_attn.py --out DIR            # every row
     python3 tools/bench_attn.py --out DIR --quick    # four rows
     python3 tools/bench_attn.py --out DIR --smoke    # CPU interpreter, tiny rows
+    python3 tools/bench_attn.py --out DIR --study    # also time launch candidates per row
 
 Per row: our µs (CUDA-graph replay, L2 flushed, median after a settle pass), the floor (the KV
 bytes the rows must read, topk · 128 · Hkv · 2 · D · 2 per row, at ATTN_COPY_TBPS), our share
@@ -31,7 +32,32 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny rows")
     p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--study", action="store_true",
+                   help="time splits × warps × stages candidates per row")
     return p.parse_args(argv)
+
+
+STUDY = [dict(splits=s, num_warps=w, num_stages=st) for s in (1, 2, 4, 8) for w in (4, 8)
+         for st in (2, 3)]
+
+
+def study_row(case, out, smoke, reps):
+    """µs of every STUDY launch on this row (None where it failed)."""
+    from generated import sparse_attention as sa
+
+    got = []
+    for launch in STUDY:
+        try:
+            us = common.time_op(lambda launch=launch: sa.sparse_attn_with_launch(
+                launch, "decode", **case, output=out), smoke=smoke,
+                reps=max(10, reps // 2))["median_us"]
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot compile or run
+            common.say(f"    candidate {launch} failed: {type(e).__name__}: {str(e)[:200]}")
+            us = None
+        got.append({**launch, "us": us})
+    best = min((c for c in got if c["us"] is not None), key=lambda c: c["us"], default=None)
+    common.say(f"    study: best {best}")
+    return got
 
 
 def make_case(row, device, d=D, topk=TOPK, seed=0):
@@ -119,6 +145,8 @@ def main(argv=None):
             judged.append(targets.verdict(targets.ISSUE21, "share of the copy rate", floor / us,
                                           targets.GE, targets.ATTN_FLOOR_SHARE, "×"))
         res["targets"] = judged
+        if args.study:
+            res["study"] = study_row(case, out, args.smoke, args.reps)
         common.say(f"  {label:22s} {common.fmt_us(us):>8s} µs  floor {floor:7.1f}  "
                    f"{100 * floor / us:5.1f} %  vLLM {vllm if vllm else '-':>6}  "
                    + " ".join("PASS" if v["pass"] else "FAIL" for v in judged)

@@ -5,7 +5,7 @@
 #   bash tools/gpu_check.sh verify      # GPU tests + quick bench (the first call of a session)
 #   bash tools/gpu_check.sh bench-only  # only the benchmark
 #   bash tools/gpu_check.sh prefill [--study]  # prefill GPU tests + tools/bench_prefill.py
-#   bash tools/gpu_check.sh attn [--quick]      # sparse-attention GPU tests + tools/bench_attn.py
+#   bash tools/gpu_check.sh attn [--quick] [--study]  # sparse-attention GPU tests + bench_attn.py
 #   bash tools/gpu_check.sh tune router [measure options]   # measure one section (one run file;
 #   bash tools/gpu_check.sh tune decode [measure options]   #   repeat on a second machine)
 #   bash tools/gpu_check.sh tune prefill [measure options]
