@@ -214,6 +214,8 @@ SM90_TILES = Buckets(axis="num_tokens", rows=(
 ))
 SM90_LANES = {(1, 4096): 64, (4097, None): 128}
 SM90_FP32 = (lanes(64), dict(kv_splits=8, num_warps=4, num_stages=1))
+# at head_dim 256 a 64-lane 3xTF32 tile needs 384 KiB: 32 lanes (66 KiB)
+SM90_FP32_D256 = (lanes(32), dict(kv_splits=8, num_warps=4, num_stages=1))
 
 
 def tile_rules(hw, inputs, tile, note):
@@ -230,7 +232,11 @@ def sm90_score_rules(hw):
         tokens = between(lo, hi) if hi is not None else at_least(lo)
         rules += tile_rules(hw, [{**p, "num_tokens": tokens} for p in SIXTEEN_BIT],
                             (lanes(n), options), f"{n}-lane tile (two H200 studies)")
-    return rules + tile_rules(hw, FP32_PRODUCTS, SM90_FP32, "fp32 products: one stage")
+    small = [{**p, "head_dim": one_of(*(d for d in HEAD_DIMS if d <= 128))}
+             for p in FP32_PRODUCTS]
+    return (rules + tile_rules(hw, small, SM90_FP32, "fp32 products: one stage")
+            + tile_rules(hw, [{**p, "head_dim": 256} for p in FP32_PRODUCTS], SM90_FP32_D256,
+                         "fp32 products at head_dim 256: 32 lanes, one stage"))
 
 
 INDEX_PREFILL_SCORE_RULES = [

@@ -76,9 +76,13 @@ PREFILL_RULES = [
         Rule(when={"hardware": hw, "programs": between(1, 2047)}, variant="sparse_attn_split",
              params=OPTIONS, by=Buckets(axis="programs", rows=SPLITS_BY_PROGRAMS.rows[:-1] + (
                  (513, 2047, dict(splits=1)),)), note="per token (not measured)"),
-        Rule(when={"hardware": hw, "programs": at_least(2048)}, variant="sparse_attn_tiled",
-             params=dict(lanes=64, num_warps=8, num_stages=2),
-             note="query-tiled: 64 lanes as 8 warps (4 spill at sm_90; not measured)"))],
+        Rule(when={"hardware": hw, "programs": at_least(2048), "q_dtype": one_of("bf16", "fp16")},
+             variant="sparse_attn_tiled", params=dict(lanes=64, num_warps=8, num_stages=2),
+             note="query-tiled: 64 lanes as 8 warps (4 spill at sm_90; not measured)"),
+        # fp32 q (tests): a 3xTF32 tile of 64 lanes at D 256 overflows shared memory
+        Rule(when={"hardware": hw, "programs": at_least(2048), "q_dtype": "fp32"},
+             variant="sparse_attn_split", params=dict(splits=1, **OPTIONS),
+             note="per token: fp32 q"))],
 ]
 
 

@@ -38,7 +38,7 @@ def ref_sparse_attn(q, kv, topk_idx, block_table, positions, num_kv_heads, sm_sc
         r, p, seq_len = positions[row]
         for g in range(num_kv_heads):
             keys, vals = [], []
-            for b in topk_idx[g, row].tolist():
+            for b in dict.fromkeys(topk_idx[g, row].tolist()):  # a set of blocks, in order
                 if not 0 <= b < W:
                     continue
                 page = int(block_table[r, b])

@@ -319,6 +319,9 @@ def test_explain_reports_the_matching_rows():
     assert info["path"] == "stream" and info["block_m"] == 16 and info["topk_tile"] == 64
     info = generated.explain_index_prefill("sm_90", "fp32", "fp32", 128, 2, 100, 64, 16)
     assert info["path"] == "two_kernels" and info["num_stages"] == 1
+    # 3xTF32 at head_dim 256: a 32-lane tile (64 lanes need more shared memory than sm_90 has)
+    info = generated.explain_index_prefill("sm_90", "fp32", "fp32", 256, 1, 100, 64, 16)
+    assert info["block_m"] == 32
 
 
 # ---- GPU, full sizes -------------------------------------------------------------------------

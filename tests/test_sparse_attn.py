@@ -212,6 +212,53 @@ def test_prefill_query_tiles_match_float64(G, lanes):
     torch.testing.assert_close(tiled, per_token, rtol=0, atol=2e-2)
 
 
+def test_a_block_listed_twice_counts_once_in_every_kernel():
+    case, pos = decode_case([400], Q=2, Hkv=1, G=8, topk=6, seed=19)
+    ids = case["topk_idx"].clone()
+    ids[0, 0] = torch.tensor([3, 0, 3, 1, 0, -1], dtype=torch.int32)  # repeats across splits
+    ids[0, 1] = torch.tensor([3, 3, 3, 2, 2, 2], dtype=torch.int32)
+    case["topk_idx"] = ids
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
+                          case["sm_scale"])
+    for splits in (1, 2, 4):
+        check(run_decode(case, torch.float32, splits=splits), ref)
+    # the same rows through the prefill kernels (one request, rows at the same positions)
+    cu = torch.tensor([0, 2], dtype=torch.int32, device=DEVICE)
+    pre = torch.tensor([398], dtype=torch.int32, device=DEVICE)
+    for launch in (dict(splits=2, num_warps=4, num_stages=2),
+                   dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2)):
+        out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
+        sa.sparse_attn_with_launch(launch, "prefill", case["q"], case["kv"], ids,
+                                   case["block_table"], cu, case["seq_lens"], pre, 2, 1,
+                                   case["sm_scale"], out)
+        check(out, ref)
+
+
+def test_rows_without_any_request_are_zero_and_nothing_is_read():
+    """R = 0 with padded rows: empty length tensors are never read; every row is zero."""
+    q = torch.randn((5, 8, 64)).bfloat16().to(DEVICE)
+    kv = torch.randn((2, 2, BLOCK, 1, 64)).bfloat16().to(DEVICE)
+    ids = torch.zeros((1, 5, 4), dtype=torch.int32, device=DEVICE)
+    empty = torch.zeros((0,), dtype=torch.int32, device=DEVICE)
+    table = torch.zeros((0, 2), dtype=torch.int32, device=DEVICE)
+    cu = torch.zeros((1,), dtype=torch.int32, device=DEVICE)
+    for launch in (dict(splits=1, num_warps=4, num_stages=2),
+                   dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2)):
+        out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=DEVICE)
+        sa.sparse_attn_with_launch(launch, "prefill", q, kv, ids, table, cu, empty, empty, 4,
+                                   1, 0.125, out)
+        assert bool((out == 0).all())
+
+
+@pytest.mark.parametrize("q_dtype,kv_dtype", [(torch.float16, torch.bfloat16),
+                                              (torch.bfloat16, torch.float16)])
+def test_mixed_16_bit_pairs_are_rejected(q_dtype, kv_dtype):
+    case, _ = decode_case([200], Q=1, Hkv=1, G=16, q_dtype=q_dtype, kv_dtype=kv_dtype)
+    out = torch.zeros(case["q"].shape, dtype=q_dtype, device=DEVICE)
+    with pytest.raises(ValueError, match="kv"):
+        generated.sparse_attn_decode(**case, output=out)
+
+
 def test_strided_arguments_equal_the_contiguous_call():
     case, pos = decode_case([300, 140], Q=2, Hkv=2, G=8, seed=17)
     want = run_decode(case, torch.float32)

@@ -161,8 +161,9 @@ class Space:
         from specs import index_prefill as prefill_specs
         overrides = {k: v for k, v in (inputs or {}).items() if k != "num_heads"}
         self.prefill_inputs = [dict(i, **overrides) for i in prefill_specs.MEASURED_PREFILL]
-        self.prefill_fp32 = "fp32" in (self.prefill_inputs[0]["q_dtype"],
-                                       self.prefill_inputs[0]["cache_dtype"])
+        pair = (self.prefill_inputs[0]["q_dtype"], self.prefill_inputs[0]["cache_dtype"])
+        # fp32 products (docs/KERNELS.md §14.4): fp32 on either side, or two 16-bit types
+        self.prefill_fp32 = "fp32" in pair or set(pair) == {"bf16", "fp16"}
         top = axes[P_SCORE]["max_block"].hi
         self.prefill_mb_buckets = [(0, 64), (65, 512), (513, top)]
         self.prefill_token_buckets = [(1, 2048), (2049, 8192), (8193, None)]
