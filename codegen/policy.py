@@ -178,6 +178,64 @@ class Policy:
 
 
 # ---------------------------------------------------------------------------------------------
+# Regions of enum axes: what a measured target's data covers, and the declared rules elsewhere
+
+
+def elsewhere(prefix: dict, points: list, domains: dict) -> list:
+    """Disjoint `when` dicts (under ``prefix``) covering every point of the enum product
+    ``domains`` (axis → values) that is not one of ``points``: per axis, the values no point
+    has in one piece, then each value some point has, recursively over the remaining axes."""
+    if not points:
+        return [prefix]  # nothing measured under this prefix
+    if not domains:
+        return []  # the prefix is a measured point
+    (axis, values), rest = next(iter(domains.items())), dict(list(domains.items())[1:])
+    taken = [v for v in values if any(p[axis] == v for p in points)]
+    others = [v for v in values if v not in taken]
+    out = [dict(prefix, **{axis: others[0] if len(others) == 1 else one_of(*others)})] \
+        if others else []
+    for v in taken:
+        out += elsewhere(dict(prefix, **{axis: v}), [p for p in points if p[axis] == v], rest)
+    return out
+
+
+def _allowed(cond, domain) -> set:
+    if cond is None:
+        return set(domain)
+    if isinstance(cond, OneOf):
+        return set(cond.values)
+    if isinstance(cond, NoneOf):
+        return set(domain) - set(cond.values)
+    return {cond}
+
+
+def meet(when: dict, region: dict, domains: dict) -> dict | None:
+    """``when`` restricted to ``region`` (None where they do not meet). Enum axes of
+    ``domains`` intersect; any other axis of ``region`` must agree with ``when`` or be absent
+    from it."""
+    out = dict(when)
+    for axis, cond in region.items():
+        if axis not in domains:
+            if axis in out and out[axis] != cond:
+                raise ValueError(f"meet: axis {axis!r} is {out[axis]} and {cond}")
+            out[axis] = cond
+            continue
+        both = _allowed(when.get(axis), domains[axis]) & _allowed(cond, domains[axis])
+        if not both:
+            return None
+        ordered = [v for v in domains[axis] if v in both]
+        out[axis] = ordered[0] if len(ordered) == 1 else one_of(*ordered)
+    return out
+
+
+def restricted(rules: list, regions: list, domains: dict) -> list:
+    """Every rule on each region it meets (same launch, same spec line): e.g. the declared
+    rules of the inputs a measured target's data file has no rows for."""
+    return [attrs.evolve(rule, when=w) for rule in rules for region in regions
+            if (w := meet(rule.when, region, domains)) is not None]
+
+
+# ---------------------------------------------------------------------------------------------
 # Flattened rules: what the generated dispatcher holds
 
 

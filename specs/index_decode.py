@@ -13,8 +13,8 @@ targets (sm_90: H200 measurements) bring their rows from their data files
 rows for topk MEASURED_TOPK; upstream's defaults everywhere else.
 """
 from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
-from codegen.policy import (Axis, Between, Buckets, Policy, Rule, at_least, between, none_of,
-                            one_of)
+from codegen.policy import (Axis, Between, Buckets, Policy, Rule, at_least, between, elsewhere,
+                            none_of, one_of)
 
 from .defaults import DEFAULT_SPLIT, GENERAL_TOPK, GENERAL_TOPK_OPTIONS, UNTUNED_SPLIT_OPTIONS
 from .hardware import SPECS as _HARDWARE
@@ -162,24 +162,6 @@ GFX950_OTHER = (
 
 
 
-def _elsewhere(prefix, points, domains):
-    """Disjoint `when` dicts (under ``prefix``) covering every point of the enum product
-    ``domains`` that is not one of ``points``: per axis, the values no point has in one piece,
-    then each value some point has, recursively over the remaining axes."""
-    if not points:
-        return [prefix]  # nothing measured under this prefix
-    if not domains:
-        return []  # the prefix is a measured point
-    (axis, values), rest = next(iter(domains.items())), dict(list(domains.items())[1:])
-    taken = [v for v in values if any(p[axis] == v for p in points)]
-    others = [v for v in values if v not in taken]
-    out = [dict(prefix, **{axis: others[0] if len(others) == 1 else one_of(*others)})] \
-        if others else []
-    for v in taken:
-        out += _elsewhere(dict(prefix, **{axis: v}), [p for p in points if p[axis] == v], rest)
-    return out
-
-
 def inputs_label(inputs) -> str:
     """Decode inputs as notes show them: 'bf16·fp8e4m3 D128 H1' (query·cache dtype)."""
     return (f"{inputs['q_dtype']}·{inputs['cache_dtype']} D{inputs['head_dim']} "
@@ -221,8 +203,8 @@ def measured_score_rules(target):
                               note=note))
     rules += [Rule(when=when, variant="index_score_split", params=UNTUNED_SPLIT_OPTIONS,
                    by=DEFAULT_SPLIT, note="default split grid (not measured)")
-              for when in _elsewhere({"hardware": target.name}, measured_inputs,
-                                     SCORE_INPUT_DOMAINS)]
+              for when in elsewhere({"hardware": target.name}, measured_inputs,
+                                    SCORE_INPUT_DOMAINS)]
     return rules
 
 

@@ -16,12 +16,12 @@ The contract constants and the decode inputs' domains are the decode family's
 import attrs
 
 from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
-from codegen.policy import Axis, Between, Buckets, NoneOf, OneOf, Policy, Rule, at_least, \
-    between, one_of
+from codegen.policy import Axis, Between, Buckets, Policy, Rule, at_least, between, elsewhere, \
+    one_of, restricted
 
 from .index_decode import (CACHE, CACHE_DTYPES, CONSTANTS, HARDWARE, HEAD_DIMS, IDX_Q,
                            MAX_TOPK, MEASURED_TOPK, NUM_HEADS, Q_DTYPES, SCORE_INPUT_DOMAINS,
-                           _elsewhere, inputs_label)
+                           inputs_label)
 from .measured_targets import TARGETS
 
 MEASURED = tuple(TARGETS)  # measured targets (sm_90): rows from their data files, else SM90_*
@@ -119,40 +119,6 @@ def lanes(n):
 # ---------------------------------------------------------------------------------------------
 # Measured targets: data-file rows for the inputs they hold; the declared rules elsewhere
 
-def _allowed(axis, cond):
-    domain = SCORE_INPUT_DOMAINS[axis]
-    if cond is None:
-        return set(domain)
-    if isinstance(cond, OneOf):
-        return set(cond.values)
-    if isinstance(cond, NoneOf):
-        return set(domain) - set(cond.values)
-    return {cond}
-
-
-def meet(when, piece):
-    """``when`` restricted to the input region ``piece`` (None: they do not meet)."""
-    out = dict(when)
-    for axis, cond in piece.items():
-        if axis not in SCORE_INPUT_DOMAINS:
-            assert out.get(axis, cond) == cond, (axis, out.get(axis), cond)
-            out[axis] = cond
-            continue
-        both = _allowed(axis, when.get(axis)) & _allowed(axis, cond)
-        if not both:
-            return None
-        ordered = [v for v in SCORE_INPUT_DOMAINS[axis] if v in both]
-        out[axis] = ordered[0] if len(ordered) == 1 else one_of(*ordered)
-    return out
-
-
-def restricted(rules, pieces):
-    """Every rule of ``rules`` on each region of ``pieces`` it meets (same launch, same spec
-    line): the declared rows of the inputs a data file has no rows for."""
-    return [attrs.evolve(rule, when=w) for rule in rules for piece in pieces
-            if (w := meet(rule.when, piece)) is not None]
-
-
 def _rows_note(row):
     return (f"{inputs_label(row.values())}, max_block {Between(*row.when['max_block'])}, "
             f"tokens {Between(*row.when['num_tokens'])}")
@@ -169,8 +135,8 @@ def measured_input_rules(target, table, declared, extra_when=None):
     rules = [Rule(when={"hardware": target.name, **row.conditions(), **(extra_when or {})},
                   variant=row.choice, params=row.params, loc=row.loc, note=_rows_note(row))
              for row in rows]
-    return rules + restricted(declared, _elsewhere({"hardware": target.name}, inputs,
-                                                   SCORE_INPUT_DOMAINS))
+    return rules + restricted(declared, elsewhere({"hardware": target.name}, inputs,
+                                                  SCORE_INPUT_DOMAINS), SCORE_INPUT_DOMAINS)
 
 
 def measured_selector_rules(target):
