@@ -9,7 +9,7 @@ Layout (one writer, :func:`dumps`: fixed key order, one table row per line, so a
 reviews as a row-by-row diff)::
 
     {
-      "format": "kspec-measured-target/3",
+      "format": "kspec-measured-target/4",
       "hardware": {"name": "sm_90", "vendor": "nvidia", "capability": [9, 0], ...},
       "provenance": {"runs": {LABEL: {date, device, driver, torch, triton, command,
                                       state, machine, ...}},
@@ -27,7 +27,12 @@ reviews as a row-by-row diff)::
                                "num_tokens": [1, 2048], "variant": ..., ...}, ...],
       "index_prefill_topk": [{"max_block": ..., "rows_x_heads": ..., ...}, ...],
       "index_prefill": [{..the scorer's keys.., "variant": "index_prefill_stream" or
-                         "index_prefill" (the two kernels), ...}, ...]
+                         "index_prefill" (the two kernels), ...}, ...],
+      "sparse_attn_decode": [{"q_dtype": "bf16", "kv_dtype": "bf16", "scales": "none",
+                              "group": 16, "head_dim": 128, "programs": [1, 32],
+                              "variant": "sparse_attn_split", ...}, ...],
+      "sparse_attn_prefill": [{..the same keys.., "variant": "sparse_attn_split" or
+                               "sparse_attn_tiled", ...}, ...]
     }
 
 Ranges are inclusive ``[lo, hi]`` (``hi`` null: unbounded). The scorer rows of one set of
@@ -36,7 +41,7 @@ target has no rows for take the spec's defaults. A row whose bucket was never
 measured says so (``"source": "default"``, no ``measured``). ``measured.*.us`` maps each
 representative (``"M8 fp32"``, ``"R64 Q1 mb1024"``) to its µs per run label; every label is
 described in ``provenance.runs`` (one process on one machine in one state), and every tune
-(one choice over several runs, for the router, decode and/or prefill section) in
+(one choice over several runs, for the router, decode, prefill and/or attention section) in
 ``provenance.tunes``.
 
 Loading checks the structure and the rows' tiling and turns every row into a :class:`Row`
@@ -58,7 +63,7 @@ import attrs
 from .model import Hardware, Location, SpecError, _relative
 from .policy import Between
 
-FORMAT = "kspec-measured-target/3"
+FORMAT = "kspec-measured-target/4"
 SOURCES = ("measured", "default")
 
 
@@ -100,6 +105,9 @@ class Layout:
 SCORE_INPUT_KINDS = {"q_dtype": "name", "cache_dtype": "name", "head_dim": "count",
                      "num_heads": "count"}
 SCORE_INPUTS = tuple(SCORE_INPUT_KINDS)
+ATTN_INPUT_KINDS = {"q_dtype": "name", "kv_dtype": "name", "scales": "name", "group": "count",
+                    "head_dim": "count"}
+ATTN_INPUTS = tuple(ATTN_INPUT_KINDS)
 TABLES = {
     "router_gemm": Layout(("shape", "num_tokens"), "kernel", values={"shape": "pair"},
                           open_ended=False),  # a shape's rows end at its token cap
@@ -113,6 +121,11 @@ TABLES = {
     "index_prefill_topk": Layout(("max_block", "rows_x_heads"), "variant"),
     "index_prefill": Layout(SCORE_INPUTS + ("max_block", "num_tokens"), "variant",
                             values=SCORE_INPUT_KINDS),
+    # sparse attention (docs/KERNELS.md §15): keyed by its inputs, over (row · KV head) programs
+    "sparse_attn_decode": Layout(ATTN_INPUTS + ("programs",), "variant",
+                                 values=ATTN_INPUT_KINDS),
+    "sparse_attn_prefill": Layout(ATTN_INPUTS + ("programs",), "variant",
+                                  values=ATTN_INPUT_KINDS),
 }
 TOP_KEYS = ("format", "hardware", "provenance") + tuple(TABLES)
 HARDWARE_KEYS = ("name", "vendor", "capability", "gcn_arch", "aliases", "description")

@@ -4,16 +4,21 @@ Variants: the split-K attention kernel (its merge kernel beside it), the query-t
 kernel and the host entries.
 Policies: `sparse_attn_decode` and `sparse_attn_prefill` pick the KV splits and launch options
 from hardware, query / KV dtypes, scale mode, group size G = Hq / Hkv, head_dim and the number
-of (row, KV head) programs. Every target starts from the same portable rows (not measured:
-upstream publishes no gfx950 table for these kernels); measured rows come with the tuner.
+of (row, KV head) programs. gfx950 and generic take portable rows (upstream publishes no
+gfx950 table for these kernels); a measured target (sm_90) takes its data file's rows for the
+inputs they cover (tools/tune's attention section) and the declared rows elsewhere.
 """
 from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
-from codegen.policy import Axis, Buckets, Policy, Rule, at_least, between, one_of
+from codegen.policy import (Axis, Between, Buckets, Policy, Rule, at_least, between, elsewhere,
+                            one_of, restricted)
 
 from .index_decode import CONSTANTS, HARDWARE, MAX_TOPK
 from .measured_targets import TARGETS
 
-MEASURED = tuple(TARGETS)
+# The attention inputs a measured target is tuned for by default (tools/tune's attention
+# section): MiniMax-M3's bf16 q and cache, no scales, head_dim 128, G 16 (TP1-4) and 8 (TP8).
+MEASURED_ATTN = [{"q_dtype": "bf16", "kv_dtype": "bf16", "scales": "none", "group": g,
+                  "head_dim": 128} for g in (16, 8)]
 
 Q_DTYPES = ("bf16", "fp16", "fp32")
 KV_DTYPES = ("bf16", "fp16", "fp8e4m3", "fp8e5m2")
@@ -66,13 +71,24 @@ SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
     (513, None, dict(splits=1)),
 ))
 OPTIONS = dict(num_warps=4, num_stages=2)
-# Prefill: upstream's common path runs per token (gfx950, generic); its Hopper path tiles the
-# queries (neighbouring tokens' lists overlap: each page is loaded once per tile), which the
-# measured targets take for long prefills (not measured yet).
-PREFILL_RULES = [
-    Rule(when={"hardware": one_of("gfx950", "generic")}, variant="sparse_attn_split",
-         params=OPTIONS, by=SPLITS_BY_PROGRAMS, note="per token (portable, not measured)"),
-    *[r for hw in MEASURED for r in (
+ATTN_DOMAINS = {"q_dtype": Q_DTYPES, "kv_dtype": KV_DTYPES, "scales": SCALE_MODES,
+                "group": GROUPS, "head_dim": HEAD_DIMS}
+PORTABLE = one_of("gfx950", "generic")
+
+
+def declared_decode_rules(hw):
+    return [Rule(when={"hardware": hw}, variant="sparse_attn_split", params=OPTIONS,
+                 by=SPLITS_BY_PROGRAMS, note="portable (not measured)")]
+
+
+def declared_prefill_rules(hw):
+    """Prefill: upstream's common path runs per token (gfx950, generic); its Hopper path tiles
+    the queries (neighbouring tokens' lists overlap: each page is loaded once per tile), which
+    the measured targets take for long prefills where their data has no rows."""
+    if hw == PORTABLE:
+        return [Rule(when={"hardware": hw}, variant="sparse_attn_split", params=OPTIONS,
+                     by=SPLITS_BY_PROGRAMS, note="per token (portable, not measured)")]
+    return [
         Rule(when={"hardware": hw, "programs": between(1, 2047)}, variant="sparse_attn_split",
              params=OPTIONS, by=Buckets(axis="programs", rows=SPLITS_BY_PROGRAMS.rows[:-1] + (
                  (513, 2047, dict(splits=1)),)), note="per token (not measured)"),
@@ -82,8 +98,33 @@ PREFILL_RULES = [
         # fp32 q (tests): a 3xTF32 tile of 64 lanes at D 256 overflows shared memory
         Rule(when={"hardware": hw, "programs": at_least(2048), "q_dtype": "fp32"},
              variant="sparse_attn_split", params=dict(splits=1, **OPTIONS),
-             note="per token: fp32 q"))],
-]
+             note="per token: fp32 q")]
+
+
+def measured_rules(target, table, declared):
+    """A measured target's rows of ``table`` for the inputs its data file holds, the declared
+    rules for every other input."""
+    rows = target.rows(table)
+    inputs = []
+    for row in rows:
+        if row.values() not in inputs:
+            inputs.append(row.values())
+    rules = [Rule(when={"hardware": target.name, **row.conditions()}, variant=row.choice,
+                  params=row.params, loc=row.loc,
+                  note=f"{row.values()}, programs {Between(*row.when['programs'])}")
+             for row in rows]
+    return rules + restricted(declared, elsewhere({"hardware": target.name}, inputs,
+                                                  ATTN_DOMAINS), ATTN_DOMAINS)
+
+
+DECODE_RULES = [*declared_decode_rules(PORTABLE),
+                *(r for name, target in TARGETS.items()
+                  for r in measured_rules(target, "sparse_attn_decode",
+                                          declared_decode_rules(name)))]
+PREFILL_RULES = [*declared_prefill_rules(PORTABLE),
+                 *(r for name, target in TARGETS.items()
+                   for r in measured_rules(target, "sparse_attn_prefill",
+                                           declared_prefill_rules(name)))]
 
 
 def axes(extra_doc):
@@ -101,9 +142,7 @@ def axes(extra_doc):
 SPECS += [
     Policy(name="sparse_attn_decode", family="sparse_attn",
            doc="decode sparse attention: splits of each row's block list",
-           axes=axes("T = R · decode_query_len"),
-           rules=[Rule(when={}, variant="sparse_attn_split", params=OPTIONS,
-                       by=SPLITS_BY_PROGRAMS, note="portable (not measured)")]),
+           axes=axes("T = R · decode_query_len"), rules=DECODE_RULES),
     Policy(name="sparse_attn_prefill", family="sparse_attn",
            doc="prefill sparse attention: per token (splits of each row's list) or query-tiled",
            axes=axes("T prefill tokens"),

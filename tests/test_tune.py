@@ -98,6 +98,16 @@ def prefill_us(launch, rep):
     return t
 
 
+def attn_us(variant, params, mode, programs):
+    """Optimum: 4 splits, 4 warps, 3 stages; prefill from 513 programs: 64-lane tiles, 8
+    warps."""
+    if variant == "sparse_attn_tiled":
+        return (10 if programs > 512 else 40) + abs(math.log2(params["lanes"]) - 6) + \
+            0.5 * (params["num_warps"] != 8)
+    return 20 + abs(math.log2(params["splits"]) - 2) + 0.5 * (params["num_warps"] != 4) + \
+        0.5 * (params["num_stages"] != 3)
+
+
 class FakeDevice:
     """kernels.GpuDevice's interface on plain data. ``slow(kind, params) -> factor`` models a
     state or machine; scorers with 16 chunks and 2 stages compute a wrong result."""
@@ -157,8 +167,27 @@ class FakeDevice:
         fn()
         return None
 
+    def attn_case(self, mode, inputs, programs):
+        return {"mode": mode, "programs": programs}
+
+    def attn_call(self, case, variant, params):
+        def fn():
+            self.last = ("attention", variant, dict(params), case["mode"], case["programs"])
+        return fn
+
+    def attn_reference(self, case, fn):
+        fn()
+        return "reference"
+
+    def attn_problem(self, case, ref, fn):
+        fn()
+        return None
+
     def sampler(self, fn):
         fn()
+        if self.last[0] == "attention":
+            t = attn_us(*self.last[1:])
+            return lambda n: [t] * n
         if self.last[0] == "prefill":
             _, launch, rep = self.last
             t = prefill_us(launch, rep)
@@ -184,6 +213,8 @@ def fake_run(space, dev, sections, machine="GPU-a", shapes=None, contexts=None):
         r.router(shapes)
     if "prefill" in sections:
         r.prefill()
+    if "attention" in sections:
+        r.attention()
     return json.loads(json.dumps({
             "format": cli.RUN_FORMAT,
             "target": {"name": space.target.name, "declared": space.target.name != "sm_100",
@@ -508,6 +539,39 @@ def test_prefill_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys):
     assert "index_prefill.py" in str(other.loc)
     assert pick("index_prefill_topk", hardware="sm_90", topk=16, max_block=1024,
                 rows_x_heads=8192).params[0] == ("block_k", 256)
+
+
+def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys):
+    space = Space(sm90.reg, sm90.target, sms=132)
+    runs = []
+    for machine in ("GPU-a", "GPU-b"):
+        run = fake_run(space, FakeDevice(), {"attention"}, machine=machine)
+        runs.append(tmp := spec_copy.parent / f"attn_{machine}.json")
+        tmp.write_text(json.dumps(run))
+    assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
+    assert "keep" not in capsys.readouterr().out
+    data = measured.load_file(str(spec_copy / "measured" / "sm_90.json"))
+    rows = [r for t in ("sparse_attn_decode", "sparse_attn_prefill") for r in data.rows(t)
+            if r.source == "measured"]
+    assert rows
+    for row in rows:
+        lo = row.when["programs"][0]
+        if row.table == "sparse_attn_prefill" and lo > 512:
+            assert (row.choice, row.params["lanes"], row.params["num_warps"]) == \
+                ("sparse_attn_tiled", 64, 8), row
+        else:
+            assert (row.choice, row.params["splits"], row.params["num_stages"]) == \
+                ("sparse_attn_split", 4, 3), row
+    reg = registry.load(str(spec_copy))
+    from codegen.policy import lookup
+    p = reg.policies["sparse_attn_decode"]
+    point = dict(hardware="sm_90", q_dtype="bf16", kv_dtype="bf16", scales="none", group=16,
+                 head_dim=128, programs=100)
+    rule = lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
+    assert "measured/sm_90.json" in str(rule.loc) and dict(rule.params)["splits"] == 4
+    point["kv_dtype"] = "fp8e4m3"  # inputs without rows: the declared ones
+    rule = lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
+    assert "specs/sparse_attn.py" in str(rule.loc)
 
 
 def test_a_new_target_is_written_and_loads(reg, spec_copy):

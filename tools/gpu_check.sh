@@ -9,6 +9,7 @@
 #   bash tools/gpu_check.sh tune router [measure options]   # measure one section (one run file;
 #   bash tools/gpu_check.sh tune decode [measure options]   #   repeat on a second machine)
 #   bash tools/gpu_check.sh tune prefill [measure options]
+#   bash tools/gpu_check.sh tune attention [measure options]
 #
 # `tune SECTION` writes $OUT/tune_<section>.json and its log; with --inputs,
 # tune_decode_<inputs>.json (choose each inputs' runs in their own call). The measurement stops
@@ -35,8 +36,8 @@ case "$MODE" in all|tune|bench-only|verify|prefill|attn) ;;
 SECTION=
 if [ "$MODE" = tune ]; then
   SECTION=${2:-}
-  case "$SECTION" in router|decode|prefill) ;;
-    *) echo "usage: $0 tune router|decode|prefill [python3 -m tools.tune measure options]"
+  case "$SECTION" in router|decode|prefill|attention) ;;
+    *) echo "usage: $0 tune router|decode|prefill|attention [python3 -m tools.tune measure options]"
        exit 2;; esac
   shift 2
 else

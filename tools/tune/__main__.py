@@ -25,7 +25,7 @@ import common  # noqa: E402
 from codegen.measured import SCORE_INPUTS as INPUT_AXES  # noqa: E402
 
 RUN_FORMAT = "kspec-tune-run/2"  # /2: decode buckets name their inputs
-SECTIONS = ("router", "decode", "prefill")
+SECTIONS = ("router", "decode", "prefill", "attention")
 
 
 def _shapes(text):
@@ -148,6 +148,7 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None) -> in
     r.progress = save
     for section, go in (("decode", lambda: r.decode(args.contexts, args.requests)),
                         ("prefill", r.prefill),
+                        ("attention", r.attention),
                         ("router", lambda: r.router(args.shapes))):
         if section in args.sections:
             try:
@@ -195,6 +196,8 @@ def choose(args, argv, say=common.say) -> int:
         write.add_input_rows(data, space)
     if any("prefill" in run["sections"] for run in runs):
         write.add_prefill_rows(data, space)
+    if any("attention" in run["sections"] for run in runs):
+        write.add_attention_rows(data, space)
     rows, report, labels = choose_mod.choose(runs, space, noise, data["provenance"]["runs"])
     say(f"tune choose: target {name}; runs " + ", ".join(labels))
     warning = choose_mod.coverage_warning(runs)

@@ -28,17 +28,19 @@ RULE = ("smallest worst-case slowdown over representatives × runs (machines); w
         "noise of it, the simplest candidate")
 SECTION = {"router_gemm": "router", "index_score": "decode", "index_topk": "decode",
            "index_prefill_score": "prefill", "index_prefill_topk": "prefill",
-           "index_prefill": "prefill"}
+           "index_prefill": "prefill", "sparse_attn_decode": "attention",
+           "sparse_attn_prefill": "attention"}
 CHOICE_KEY = {table: "kernel" if table == "router_gemm" else "variant" for table in SECTION}
 # Kernels from simplest: the per-expert router kernel (plain loads, no atomics) before split-K
 # (a cross-program reduction on counters); the split scorer before the balanced one (a
 # per-request block budget) before the single launch (scorer and selector in one kernel, the
 # last program of a request selecting); for the prefill one call, the two kernels (each from its
-# own table) before the streaming kernel.
+# own table) before the streaming kernel; for attention, per token before query tiles.
 KERNEL_RANK = {"per_expert": 0, "splitk": 1, "index_score_split": 0, "index_score_balanced": 1,
                "index_decode_fused": 2, "index_topk_fused": 0, "index_prefill_score": 0,
-               "index_prefill_topk": 0, "index_prefill": 0, "index_prefill_stream": 1}
-GRID_PARAMS = ("kv_chunks", "topk_chunks", "split_k", "program_budget", "kv_splits")
+               "index_prefill_topk": 0, "index_prefill": 0, "index_prefill_stream": 1,
+               "sparse_attn_split": 0, "sparse_attn_tiled": 1}
+GRID_PARAMS = ("kv_chunks", "topk_chunks", "split_k", "program_budget", "kv_splits", "splits")
 
 
 def simplicity(cand, default) -> tuple:

@@ -25,6 +25,7 @@ class GpuDevice:
         self._decode = importlib.import_module("generated.decode_indexer").index_decode_with_launch
         self._prefill = importlib.import_module(
             "generated.prefill_indexer").index_prefill_with_launch
+        self._attn = importlib.import_module("generated.sparse_attention").sparse_attn_with_launch
 
     # -- router ----------------------------------------------------------------------------
     def router_weight(self, K, N):
@@ -165,6 +166,66 @@ class GpuDevice:
         inp["out"].fill_(-7)
         fn()
         return None if self.torch.equal(inp["out"], ref) else "ids differ from the default launch"
+
+    # -- attention -------------------------------------------------------------------------
+    def attn_case(self, mode, inputs, programs, ctx=32768, topk=16, seed=0):
+        """``programs`` rows · KV heads at a ``ctx`` context: decode rows of one request each,
+        or one prefill request of rows / Hkv tokens after ctx keys whose lists are shared by
+        runs of 64 tokens (as an indexer's are)."""
+        torch, sp = self.torch, self.space
+        G, D = inputs["group"], inputs["head_dim"]
+        Hkv = sp.attn_kv_heads[G]
+        T = max(1, programs // Hkv)
+        g = torch.Generator().manual_seed(seed + programs)
+        dev = self.device
+        R, prefix = (T, ctx) if mode == "decode" else (1, ctx)
+        mb = common.cdiv(prefix + (T if mode == "prefill" else 0), sp.block)
+        pages = R * mb + 4
+        table = torch.randperm(pages, generator=g)[:R * mb].view(R, mb).to(torch.int32)
+        ids = torch.full((Hkv, T, topk), -1, dtype=torch.int32)
+        for t0 in range(0, T, 64):
+            pos0 = ctx - 1 if mode == "decode" else prefix + t0
+            shared = torch.randperm(max(pos0 // sp.block, 1), generator=g)[:topk - 1]
+            for t in range(t0, min(t0 + 64, T)):
+                own = (ctx - 1 if mode == "decode" else prefix + t) // sp.block
+                row = torch.unique(torch.cat([torch.tensor([own]), shared]))[:topk]
+                ids[:, t, :row.numel()] = row.to(torch.int32)
+        kv = torch.randn((pages, 2, sp.block, Hkv, D), generator=g).to(
+            common.torch_dtype(inputs["kv_dtype"]))
+        case = {"mode": mode, "q": torch.randn((T, Hkv * G, D), generator=g).to(
+                    common.torch_dtype(inputs["q_dtype"])).to(dev),
+                "kv": kv.to(dev), "topk_idx": ids.to(dev), "block_table": table.to(dev),
+                "num_kv_heads": Hkv, "sm_scale": D ** -0.5}
+        case["output"] = torch.empty(case["q"].shape, dtype=case["q"].dtype, device=dev)
+        if mode == "decode":
+            case.update(seq_lens=torch.full((R,), ctx, dtype=torch.int32, device=dev),
+                        decode_query_len=1)
+        else:
+            case.update(cu_seqlens_q=torch.tensor([0, T], dtype=torch.int32, device=dev),
+                        seq_lens=torch.tensor([prefix + T], dtype=torch.int32, device=dev),
+                        prefix_lens=torch.tensor([prefix], dtype=torch.int32, device=dev),
+                        max_query_len=T)
+        return case
+
+    def attn_call(self, case, variant, params):
+        launch = {"variant": variant, **params}
+        args = {k: v for k, v in case.items() if k != "mode"}
+        return lambda: self._attn(launch, case["mode"], **args)
+
+    def attn_reference(self, case, fn):
+        fn()
+        return case["output"].clone()
+
+    def attn_problem(self, case, ref, fn):
+        """Run ``fn`` once on a poisoned output; why it is unusable (None: within the 16-bit
+        rounding of probabilities of the default launch's)."""
+        case["output"].fill_(float("nan"))
+        fn()
+        out = case["output"]
+        if not bool(self.torch.isfinite(out).all()):
+            return "non-finite output"
+        err = float((out.float() - ref.float()).abs().max())
+        return None if err <= 2e-2 else f"output differs from the default launch ({err:.3g})"
 
     # -- timing ----------------------------------------------------------------------------
     def sampler(self, fn):

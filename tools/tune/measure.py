@@ -230,6 +230,36 @@ class Run:
               {**two, "score": score, "topk": sel}, sp.prefill_bucket(inputs, rep))
         self._said("prefill", label, len(scorers) + len(sels) + len(ones), 3, t)
 
+    # -- attention -----------------------------------------------------------------------
+    def attention(self):
+        for mode, inputs, programs in self.space.attn_points():
+            sp = self.space
+            table = "sparse_attn_" + mode
+            bucket = sp.attn_bucket(inputs, programs)
+            self._plan(table, bucket)
+            label = sp.attn_rep_label(mode, inputs, programs)
+            if self.over_budget():
+                self.skipped.append(f"attention {label}: over budget")
+                continue
+            try:
+                t = time.time()
+                self.dev.release()
+                case = self.dev.attn_case(mode, inputs, programs)
+                default = sp.default(table, bucket)
+                ref = self.dev.attn_reference(case, self.dev.attn_call(case, *default))
+                cands = sp.attn_candidates_at(mode, inputs, programs)
+                got = _time_bucket(self.dev, {i: self.dev.attn_call(case, *c)
+                                              for i, c in enumerate(cands)},
+                                   lambda k, fn: self.dev.attn_problem(case, ref, fn),
+                                   self.rounds, self.per_round)
+                self.points.append({"table": table, "buckets": [as_json(bucket)], "rep": label,
+                                    "candidates": [{**_record("variant", *c), **got[i]}
+                                                   for i, c in enumerate(cands)]})
+                self._said("attention", label, len(cands), 1, t)
+            except Exception as e:  # noqa: BLE001 - the other points still count
+                self.errors.append(f"attention {label}: {type(e).__name__}: {e}"[:400])
+            self.progress()
+
     def _plan(self, table, bucket):
         entry = {"table": table, "bucket": as_json(bucket)}
         if entry not in self.planned:

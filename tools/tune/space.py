@@ -33,6 +33,8 @@ SPLIT, BALANCED, SELECTOR = "index_score_split", "index_score_balanced", "index_
 P_SCORE, P_TOPK, P_ONE, P_STREAM = ("index_prefill_score", "index_prefill_topk", "index_prefill",
                                     "index_prefill_stream")
 PREFILL_TABLES = (P_SCORE, P_TOPK, P_ONE)
+A_SPLIT, A_TILED = "sparse_attn_split", "sparse_attn_tiled"
+ATTN_TABLES = {"decode": "sparse_attn_decode", "prefill": "sparse_attn_prefill"}
 
 
 def pow2_values(param, lo=None, hi=None) -> list:
@@ -179,6 +181,15 @@ class Space:
             ((513, top), (8193, None)): [(2, 122880, 8192)],
         }
         self.prefill_rows_buckets = [(1, 4096), (4097, 16384), (16385, None)]
+
+        # Attention: specs' MEASURED_ATTN inputs; programs (rows · KV heads) buckets, each
+        # measured at one count; MiniMax-M3's head counts per G (G 16: 64 / 4 heads at TP1,
+        # G 8: 8 / 1 at TP8); 32k contexts, topk 16.
+        from specs import sparse_attn as attn_specs
+        self.attn_inputs = list(attn_specs.MEASURED_ATTN)
+        self.attn_buckets = {(1, 32): 16, (33, 128): 128, (129, 512): 512, (513, 2048): 2048,
+                             (2049, None): 8192}
+        self.attn_kv_heads = {16: 4, 8: 1}
 
     # -- router --------------------------------------------------------------------------------
     def router_buckets(self, shapes=None):
@@ -456,6 +467,36 @@ class Space:
                  P_TOPK: self.prefill_selector_candidates,
                  P_ONE: lambda: [(P_ONE, {})] + self.prefill_stream_candidates(inputs)}[table]()
         return self._with_anchors(cands, table, bucket)
+
+    # -- attention -----------------------------------------------------------------------------
+    def attn_points(self) -> list:
+        """(mode, inputs, programs) measured, largest first."""
+        reps = sorted(self.attn_buckets.values(), reverse=True)
+        if self.quick:
+            reps = [16, 2048]
+        return [(mode, i, P) for P in reps for mode in ATTN_TABLES for i in self.attn_inputs
+                if i["group"] in self.attn_kv_heads]
+
+    def attn_bucket(self, inputs, programs) -> dict:
+        b = next(b for b in self.attn_buckets
+                 if b[0] <= programs and (b[1] is None or programs <= b[1]))
+        return {**inputs, "programs": b}
+
+    def attn_rep_label(self, mode, inputs, programs) -> str:
+        return f"{mode} G{inputs['group']} P{programs}"
+
+    def attn_candidates_at(self, mode, inputs, programs) -> list:
+        """Split counts 1..8 × (warps, stages); prefill also the query-tiled kernel at 32, 64
+        and 128 lanes (at least 16 and G)."""
+        opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
+        cands = [(A_SPLIT, dict(splits=k, num_warps=w, num_stages=st))
+                 for k in (1, 2, 4, 8) for w, st in opts]
+        if mode == "prefill":
+            cands += [(A_TILED, dict(lanes=n, num_warps=w, num_stages=2))
+                      for n in (32, 64, 128) for w in (4, 8)
+                      if n >= max(16, inputs["group"])]
+        table = ATTN_TABLES[mode]
+        return self._with_anchors(cands, table, self.attn_bucket(inputs, programs))
 
     # -- rows of the tables ----------------------------------------------------------------
     def point(self, table, bucket, hardware) -> tuple:

@@ -71,6 +71,7 @@ def skeleton(space, hardware: Hardware) -> dict:
         data["index_topk"] += _default_rows(space, "index_topk", {"max_block": mbb},
                                             "rows_x_heads", 1, None)
     add_prefill_rows(data, space)
+    add_attention_rows(data, space)
     return data
 
 
@@ -106,6 +107,18 @@ def add_prefill_rows(data: dict, space) -> None:
             data["index_prefill_topk"] += _default_rows(
                 space, "index_prefill_topk", {"max_block": mbb}, "rows_x_heads", 1, None,
                 hardware=now)
+
+
+def add_attention_rows(data: dict, space) -> None:
+    """Rows for the attention tables over the programs axis, for the space's attention inputs
+    the data has none for yet: what the target launches there now."""
+    now = space.target.name if space.measured_here else "generic"
+    for table in ("sparse_attn_decode", "sparse_attn_prefill"):
+        for inputs in space.attn_inputs:
+            if any(all(row[a] == inputs[a] for a in inputs) for row in data[table]):
+                continue
+            data[table] += _default_rows(space, table, dict(inputs), "programs", 1, None,
+                                         hardware=now)
 
 
 def apply(data: dict, table: str, new: dict) -> None:
