@@ -259,6 +259,50 @@ def test_mixed_16_bit_pairs_are_rejected(q_dtype, kv_dtype):
         generated.sparse_attn_decode(**case, output=out)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed):
+    """Random lengths past the capacity, negative prefixes, q_len above max_query_len, padding
+    rows, ids and page ids outside their tensors: every kernel gives the contract's result
+    (float64 reference over the usable keys, zeros for rows of no request) and reads nothing
+    outside a tensor."""
+    import random
+
+    rnd, g = random.Random(seed), torch.Generator().manual_seed(seed)
+    Hkv, G, D, R, W = rnd.choice([1, 2]), rnd.choice([1, 4, 16]), 64, rnd.randint(1, 3), 4
+    qlen = [rnd.choice([0, 1, 5, 17]) for _ in range(R)]
+    prefix = [rnd.choice([0, 127, 128, 300]) for _ in range(R)]
+    prefix[0] = -rnd.choice([3, 200]) if rnd.random() < 0.3 else prefix[0]
+    seq = [p + n + rnd.choice([0, -2, 7, -150]) for p, n in zip(prefix, qlen)]
+    cu = [0]
+    for n in qlen:
+        cu.append(cu[-1] + n)
+    T = max(cu[-1] + rnd.choice([0, 3]), 1)
+    mql = max(0, max(qlen) + rnd.choice([0, -2, 3]))
+    pages = R * W + 2
+    kv = make_cache(pages, Hkv, D, rnd.choice(["5d", "hnd", "nhd"]), torch.bfloat16, g)
+    table = torch.randint(-1, pages + 1, (R, W), generator=g).int()
+    topk = rnd.choice([1, 3, 6])
+    ids = torch.full((Hkv, T, topk), -1, dtype=torch.int32)
+    for h in range(Hkv):
+        for t in range(T):
+            cand = list(range(-1, W + 2))
+            rnd.shuffle(cand)
+            ids[h, t] = torch.tensor(cand[:topk], dtype=torch.int32)
+    q = torch.randn((T, Hkv * G, D), generator=g)
+    cut, pre, lens = (torch.tensor(x, dtype=torch.int32) for x in (cu, prefix, seq))
+    ref = ref_sparse_attn(q, kv, ids, table, prefill_positions(cut, pre, lens, T, mql), Hkv, 0.3)
+    args = [t.to(DEVICE) for t in (q, kv, ids, table, cut, lens, pre)]
+    for launch in (dict(splits=1, num_warps=4, num_stages=2),
+                   dict(splits=4, num_warps=4, num_stages=2),
+                   dict(variant="sparse_attn_tiled", lanes=max(16, G) * 2, num_warps=4,
+                        num_stages=2)):
+        out = torch.full(q.shape, float("nan"), device=DEVICE)
+        sa.sparse_attn_with_launch(launch, "prefill", *args, mql, Hkv, 0.3, out)
+        assert bool(torch.isfinite(out).all()), launch
+        torch.testing.assert_close(out.double().cpu(), ref.cpu(), rtol=0, atol=1e-4,
+                                   msg=lambda m, launch=launch: f"{launch}: {m}")
+
+
 def test_strided_arguments_equal_the_contiguous_call():
     case, pos = decode_case([300, 140], Q=2, Hkv=2, G=8, seed=17)
     want = run_decode(case, torch.float32)
