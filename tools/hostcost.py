@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Host cost per eager call of every public entry (issues 13, 19), on a CUDA device.
+"""Host cost per eager call of every public entry (issues 13, 19, 21), on a CUDA device.
 
     python3 tools/hostcost.py [--out DIR] [--calls 300]
 
@@ -25,6 +25,8 @@ import targets  # noqa: E402  (tools/targets.py)
 DECODE = ((1, 8192, 4), (16, 131072, 4))
 # (R, prefix, chunk, H) of the prefill rows (issue 19): entries judged like the decode ones
 PREFILL = ((1, 0, 8192, 1), (8, 1024, 128, 4))
+# (Hq, Hkv, R, context, Q) of the attention rows (issue 21): judged like index_decode_scores
+ATTENTION = ((32, 2, 32, 32768, 1), (64, 4, 1, 32768, 1))
 ROUTER = ((6144, 128, 1, "bf16"), (3072, 256, 8, "bf16"))
 SLEEP_CYCLES = 2_000_000_000  # ~1 s of GPU time: longer than the timed calls
 
@@ -114,6 +116,17 @@ def main(argv=None) -> int:
     for row in PREFILL:
         for name, fn, target in prefill_fns(generated, row):
             record(name, host_us(fn, args.calls), target)
+        common.free_memory()
+    for row in ATTENTION:
+        import bench_attn
+
+        case = bench_attn.make_case(row, "cuda")
+        out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
+        Hq, Hkv, R, ctx, Q = row
+        record(f"sparse_attn_decode {Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}",
+               host_us(lambda: generated.sparse_attn_decode(**case, output=out), args.calls),
+               targets.HOST_US["index_decode_scores"])
+        del case, out
         common.free_memory()
     for K, N, M, dt in ROUTER:
         x = torch.randn((M, K), device="cuda").to(common.torch_dtype(dt))
