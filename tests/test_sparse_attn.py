@@ -13,6 +13,7 @@ import torch
 import generated
 from decode_inputs import DEVICE
 from generated import sparse_attention as sa
+from generated import sparse_attn as sk
 from reference_attn import decode_positions, prefill_positions, ref_sparse_attn
 
 BLOCK = 128
@@ -116,6 +117,35 @@ def test_splits_merge_exactly(q_dtype):
         assert bool((got[1] == 0).all())
         if q_dtype == torch.float32:
             torch.testing.assert_close(got, one, rtol=1e-5, atol=1e-6)
+
+
+def test_split_counters_are_left_at_zero_and_splits_are_deterministic(monkeypatch):
+    """The last split of a (row, KV head) merges and resets its arrival counter: a second
+    launch finds every counter at zero and gives the same bits (the merge runs in split
+    order, whatever the arrival order)."""
+    monkeypatch.setattr(sk, "_COUNTERS", {})
+    case, _ = decode_case([600, 300], Q=2, Hkv=2, G=8, topk=8, seed=11)
+    first = run_decode(case, torch.float32, splits=4)
+    counters = sk._COUNTERS[case["q"].device]
+    assert counters.dtype == torch.int32 and counters.numel() >= sk.MIN_COUNTER_SLOTS
+    assert not counters.any()
+    again = run_decode(case, torch.float32, splits=4)
+    assert torch.equal(first, again) and not counters.any()
+    assert list(sk._COUNTERS) == [case["q"].device]
+
+
+def test_split_counters_are_not_allocated_during_capture(monkeypatch):
+    """Allocating the counters inside a CUDA-graph capture is refused with a clear error (they
+    would come from the graph's pool); capture is faked here. One split needs none."""
+    monkeypatch.setattr(sk, "_COUNTERS", {})
+    monkeypatch.setattr(sk, "_capturing", lambda device: True)
+    case, pos = decode_case([300], Q=1, Hkv=1, G=8, topk=4, seed=12)
+    with pytest.raises(RuntimeError, match="before capturing"):
+        run_decode(case, splits=2)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
+                          case["sm_scale"])
+    check(run_decode(case, splits=1), ref)
+    assert sk._COUNTERS == {}
 
 
 @pytest.mark.parametrize("fp8,scales", [("e4m3", "none"), ("e4m3", "scalar"),
@@ -387,6 +417,28 @@ def test_gpu_decode_full_size(Hkv, G, Q, R):
     check(run_decode(case), ref)
     for splits in (1, 4):
         check(run_decode(case, splits=splits), ref)
+
+
+@pytest.mark.gpu
+def test_gpu_split_merge_in_a_graph_replays_exactly():
+    """Several splits captured in a CUDA graph: every replay (new q values in place) gives the
+    bits of an eager call, so the arrival counters are back at zero after each launch."""
+    from graph_capture import capture
+
+    case, _ = decode_case([32768 - 9 * r for r in range(8)], Q=1, Hkv=4, G=16, D=128,
+                          topk=16, seed=41)
+    launch = dict(splits=8, num_warps=4, num_stages=2)
+    out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
+    graph, _ = capture(lambda: sa.sparse_attn_with_launch(launch, "decode", **case, output=out))
+    g = torch.Generator().manual_seed(42)
+    for _ in range(3):
+        case["q"].copy_(torch.randn(case["q"].shape, generator=g).bfloat16())
+        graph.replay()
+        want = sa.sparse_attn_with_launch(launch, "decode", **case,
+                                          output=torch.empty_like(out))
+        torch.cuda.synchronize()
+        assert torch.equal(out, want)
+    assert not sk._COUNTERS[out.device].any()
 
 
 @pytest.mark.gpu

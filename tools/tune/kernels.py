@@ -180,8 +180,6 @@ class GpuDevice:
         dev = self.device
         R, prefix = (T, ctx) if mode == "decode" else (1, ctx)
         mb = common.cdiv(prefix + (T if mode == "prefill" else 0), sp.block)
-        pages = R * mb + 4
-        table = torch.randperm(pages, generator=g)[:R * mb].view(R, mb).to(torch.int32)
         ids = torch.full((Hkv, T, topk), -1, dtype=torch.int32)
         for t0 in range(0, T, 64):
             pos0 = ctx - 1 if mode == "decode" else prefix + t0
@@ -190,11 +188,24 @@ class GpuDevice:
                 own = (ctx - 1 if mode == "decode" else prefix + t) // sp.block
                 row = torch.unique(torch.cat([torch.tensor([own]), shared]))[:topk]
                 ids[:, t, :row.numel()] = row.to(torch.int32)
-        kv = torch.randn((pages, 2, sp.block, Hkv, D), generator=g).to(
+        # Only listed blocks are read: each request's listed blocks get distinct pages of a
+        # cache that holds just them; its other table entries point anywhere in it.
+        listed = [torch.unique(ids[0, t if mode == "decode" else slice(None)])
+                  for t in range(R)]
+        listed = [b[b >= 0] for b in listed]
+        pages = sum(b.numel() for b in listed) + 4
+        table = torch.randint(0, pages, (R, mb), generator=g, dtype=torch.int32)
+        fresh = torch.randperm(pages, generator=g).to(torch.int32)
+        used = 0
+        for r, b in enumerate(listed):
+            table[r, b.long()] = fresh[used:used + b.numel()]
+            used += b.numel()
+        gd = torch.Generator(dev).manual_seed(seed + programs)
+        kv = torch.randn((pages, 2, sp.block, Hkv, D), generator=gd, device=dev).to(
             common.torch_dtype(inputs["kv_dtype"]))
         case = {"mode": mode, "q": torch.randn((T, Hkv * G, D), generator=g).to(
                     common.torch_dtype(inputs["q_dtype"])).to(dev),
-                "kv": kv.to(dev), "topk_idx": ids.to(dev), "block_table": table.to(dev),
+                "kv": kv, "topk_idx": ids.to(dev), "block_table": table.to(dev),
                 "num_kv_heads": Hkv, "sm_scale": D ** -0.5}
         case["output"] = torch.empty(case["q"].shape, dtype=case["q"].dtype, device=dev)
         if mode == "decode":

@@ -187,8 +187,8 @@ class Space:
         # G 8: 8 / 1 at TP8); 32k contexts, topk 16.
         from specs import sparse_attn as attn_specs
         self.attn_inputs = list(attn_specs.MEASURED_ATTN)
-        self.attn_buckets = {(1, 32): 16, (33, 128): 128, (129, 512): 512, (513, 2048): 2048,
-                             (2049, None): 8192}
+        self.attn_buckets = {(1, 8): 4, (9, 32): 16, (33, 64): 64, (65, 128): 128,
+                             (129, 512): 256, (513, 2048): 1024, (2049, None): 8192}
         self.attn_kv_heads = {16: 4, 8: 1}
 
     # -- router --------------------------------------------------------------------------------
@@ -486,11 +486,11 @@ class Space:
         return f"{mode} G{inputs['group']} P{programs}"
 
     def attn_candidates_at(self, mode, inputs, programs) -> list:
-        """Split counts 1..8 × (warps, stages); prefill also the query-tiled kernel at 32, 64
+        """Split counts 1..16 × (warps, stages); prefill also the query-tiled kernel at 32, 64
         and 128 lanes (at least 16 and G)."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
         cands = [(A_SPLIT, dict(splits=k, num_warps=w, num_stages=st))
-                 for k in (1, 2, 4, 8) for w, st in opts]
+                 for k in (1, 2, 4, 8, 16) for w, st in opts]
         if mode == "prefill":
             cands += [(A_TILED, dict(lanes=n, num_warps=w, num_stages=2))
                       for n in (32, 64, 128) for w in (4, 8)
