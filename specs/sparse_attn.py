@@ -1,6 +1,6 @@
 """MiniMax-M3 sparse attention over the indexer's selected blocks (docs/KERNELS.md §15).
 
-Variants: the split-K attention kernel (its merge kernel beside it), the query-tiled prefill
+Variants: the split-K attention kernel (its last split merges), the query-tiled prefill
 kernel and the host entries.
 Policies: `sparse_attn_decode` and `sparse_attn_prefill` pick the KV splits and launch options
 from hardware, query / KV dtypes, scale mode, group size G = Hq / Hkv, head_dim and the number
@@ -65,7 +65,7 @@ SPECS = [
 ]
 
 # Splits by programs (rows · KV heads): few programs split each row's list so the grid fills
-# the GPU; many take one (no merge kernel). Portable rows, not measured.
+# the GPU; many take one (no partials to merge). Portable rows, not measured.
 SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
     (1, 32, dict(splits=8)), (33, 128, dict(splits=4)), (129, 512, dict(splits=2)),
     (513, None, dict(splits=1)),

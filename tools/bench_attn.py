@@ -8,7 +8,10 @@
 
 Per row: our µs (CUDA-graph replay, L2 flushed, median after a settle pass), the floor (the KV
 bytes the rows must read, topk · 128 · Hkv · 2 · D · 2 per row, at ATTN_COPY_TBPS), our share
-of it, vLLM's µs and the ratio. Writes DIR/bench_attn.json after every row.
+of it, vLLM's µs and the ratio; then the decode step of the scenario end to end: the indexer
+(`index_decode`, index heads = KV heads, a bf16 128-token-page index cache) alone, the attention
+over its ids alone, and `sparse_decode_step` (both, PDL-chained; its output checked bitwise
+against the two calls). Writes DIR/bench_attn.json after every row.
 """
 from __future__ import annotations
 
@@ -88,6 +91,51 @@ def make_case(row, device, d=D, topk=TOPK, seed=0):
                 num_kv_heads=Hkv, sm_scale=d ** -0.5, decode_query_len=Q)
 
 
+def time_step(generated, case, row, device, smoke, reps, seed=1):
+    """µs of the scenario's indexer, of the attention over its ids and of `sparse_decode_step`
+    (graph replay), and whether the step's output equals the two calls' bitwise."""
+    import torch
+
+    Hq, Hkv, R, ctx, Q = row
+    T, mb = R * Q, common.cdiv(ctx, BLOCK)
+    topk = case["topk_idx"].shape[2]
+    gd = torch.Generator(device).manual_seed(seed)
+    d_idx = case["q"].shape[2]
+    idx_q = torch.randn((T, Hkv, d_idx), generator=gd, device=device, dtype=torch.bfloat16)
+    idx_cache = torch.randn((R * mb + 1, BLOCK, d_idx), generator=gd, device=device,
+                            dtype=torch.bfloat16)
+    idx_table = torch.randperm(R * mb + 1, generator=gd, device=device)[:R * mb].view(
+        R, mb).to(torch.int32)
+    ids = torch.empty((Hkv, T, topk), dtype=torch.int32, device=device)
+    counter = torch.zeros((Hkv, T), dtype=torch.int32, device=device)
+    out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
+    step_out = torch.empty_like(out)
+    att = {k: case[k] for k in ("q", "kv", "block_table", "seq_lens", "num_kv_heads",
+                                "sm_scale", "decode_query_len")}
+
+    def indexer():
+        generated.index_decode(idx_q, idx_cache, idx_table, case["seq_lens"], ctx, topk, 0, 1,
+                               Hkv, Q, Q, ids, completion_counter=counter)
+
+    def attention():
+        generated.sparse_attn_decode(**att, topk_idx=ids, output=out)
+
+    def step():
+        generated.sparse_decode_step(idx_q, idx_cache, idx_table, case["q"], case["kv"],
+                                     case["block_table"], case["seq_lens"], ctx, topk, 0, 1,
+                                     Hkv, Q, Q, case["sm_scale"], step_out, topk_out=ids,
+                                     completion_counter=counter)
+    indexer()
+    attention()
+    step()
+    if device != "cpu":
+        torch.cuda.synchronize()
+    same = bool(torch.equal(out, step_out))
+    got = {name: common.time_op(fn, smoke=smoke, reps=reps)["median_us"]
+           for name, fn in (("indexer", indexer), ("attention", attention), ("step", step))}
+    return {**got, "step_equals_two_calls": same}
+
+
 def check(generated, case, out):
     """Mean / max abs error against float64 on sampled rows (rounded to bf16 first)."""
     import torch
@@ -150,16 +198,23 @@ def main(argv=None):
         res["targets"] = judged
         if args.study:
             res["study"] = study_row(case, out, args.smoke, args.reps)
+        res["step"] = step = time_step(generated, case, row, device, args.smoke, args.reps)
         common.say(f"  {label:22s} {common.fmt_us(us):>8s} µs  floor {floor:7.1f}  "
                    f"{100 * floor / us:5.1f} %  vLLM {vllm if vllm else '-':>6}  "
                    + " ".join("PASS" if v["pass"] else "FAIL" for v in judged)
-                   + f"  check {'ok' if verdict['ok'] else verdict}")
+                   + f"  check {'ok' if verdict['ok'] else verdict}\n"
+                   + f"  {'':22s} step {common.fmt_us(step['step']):>8s} µs = indexer "
+                   f"{common.fmt_us(step['indexer'])} + attention "
+                   f"{common.fmt_us(step['attention'])} as two calls "
+                   f"({common.fmt_us(step['indexer'] + step['attention'])})"
+                   + ("" if step["step_equals_two_calls"] else "  STEP DIFFERS"))
         results.append(res)
         common.write_json(os.path.join(args.out, "bench_attn.json"),
                           {"env": env, "rows": results})
         del case, out
         common.free_memory()
-    failed = [r for r in results if "error" in r or not r["check"]["ok"]]
+    failed = [r for r in results if "error" in r or not r["check"]["ok"]
+              or not r["step"]["step_equals_two_calls"]]
     common.say(f"attention: {len(results) - len(failed)}/{len(results)} rows ok")
     return 1 if failed else 0
 
