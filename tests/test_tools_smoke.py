@@ -59,6 +59,10 @@ def test_bench_attn_smoke_checks_every_row(tmp_path):
     report = json.loads((tmp_path / "bench_attn.json").read_text())
     assert report["rows"] and all(r["check"]["ok"] for r in report["rows"])
     assert all(r["floor_us"] > 0 and r["us"] > 0 for r in report["rows"])
+    assert report["rows"][0]["step"]["step_equals_two_calls"]
+    assert report["prefill"] and all(
+        r[name]["check_ok"] and r[name]["tflops"] > 0 for r in report["prefill"]
+        for name in ("table", "per-token", "tiled"))
 
 
 @pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "sm90_code.py"])

@@ -5,13 +5,17 @@
     python3 tools/bench_attn.py --out DIR --quick    # four rows
     python3 tools/bench_attn.py --out DIR --smoke    # CPU interpreter, tiny rows
     python3 tools/bench_attn.py --out DIR --study    # also time launch candidates per row
+    python3 tools/bench_attn.py --out DIR --only prefill   # (or decode) one half
 
 Per row: our µs (CUDA-graph replay, L2 flushed, median after a settle pass), the floor (the KV
 bytes the rows must read, topk · 128 · Hkv · 2 · D · 2 per row, at ATTN_COPY_TBPS), our share
 of it, vLLM's µs and the ratio; then the decode step of the scenario end to end: the indexer
 (`index_decode`, index heads = KV heads, a bf16 128-token-page index cache) alone, the attention
 over its ids alone, and `sparse_decode_step` (both, PDL-chained; its output checked bitwise
-against the two calls). Writes DIR/bench_attn.json after every row.
+against the two calls). Prefill (PREFILL_ROWS, one request of prefix + chunk tokens whose lists
+are shared by runs of 64 tokens, as an indexer's are): the table's launch, the per-token and
+the query-tiled kernels, µs and TFLOP/s of the useful products (4 · D · Hq per visible listed
+key: q·k and p·v). Writes DIR/bench_attn.json after every row.
 """
 from __future__ import annotations
 
@@ -27,6 +31,13 @@ CHECK_ROWS = 8  # rows per scenario checked against float64
 SMOKE_ROWS = {(16, 1, 2, 1024, 1): None, (8, 2, 2, 512, 2): None}
 QUICK = ((32, 2, 1, 32768, 1), (32, 2, 32, 32768, 4), (64, 4, 128, 32768, 1),
          (32, 2, 128, 131072, 4))
+# prefill: (Hq, Hkv, prefix, chunk) of one request (MiniMax-M3's TP1, TP2, TP4, TP8 heads)
+PREFILL_ROWS = ((64, 4, 8192, 2048), (32, 2, 8192, 2048), (16, 1, 8192, 2048),
+                (8, 1, 8192, 2048), (64, 4, 0, 8192), (64, 4, 122880, 8192))
+SMOKE_PREFILL_ROWS = ((16, 1, 300, 70),)
+PREFILL_LAUNCHES = {"per-token": dict(splits=1, num_warps=4, num_stages=2),
+                    "tiled": dict(variant="sparse_attn_tiled", lanes=64, num_warps=4,
+                                  num_stages=2)}
 
 
 def parse_args(argv=None):
@@ -37,6 +48,7 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--study", action="store_true",
                    help="time splits × warps × stages candidates per row")
+    p.add_argument("--only", choices=("decode", "prefill"), default=None)
     return p.parse_args(argv)
 
 
@@ -136,6 +148,81 @@ def time_step(generated, case, row, device, smoke, reps, seed=1):
     return {**got, "step_equals_two_calls": same}
 
 
+def make_prefill_case(row, device, d=D, topk=TOPK, seed=0):
+    """One request of ``prefix`` + ``chunk`` tokens: token t lists its own block, the block
+    its run of 64 tokens starts in and topk − 2 earlier blocks shared by the run."""
+    import torch
+
+    Hq, Hkv, prefix, chunk = row
+    g = torch.Generator().manual_seed(seed)
+    mb = common.cdiv(prefix + chunk, BLOCK)
+    pages = mb + 8
+    gd = torch.Generator(device).manual_seed(seed)
+    kv = torch.randn((pages, 2, BLOCK, Hkv, d), generator=gd, device=device,
+                     dtype=torch.bfloat16).mul_(0.5)
+    table = torch.randperm(pages, generator=g)[:mb].view(1, mb).to(torch.int32)
+    ids = torch.full((Hkv, chunk, topk), -1, dtype=torch.int32)
+    for t0 in range(0, chunk, 64):
+        first = (prefix + t0) // BLOCK
+        shared = torch.randperm(first, generator=g)[:topk - 2] if first else torch.zeros(0)
+        for t in range(t0, min(t0 + 64, chunk)):
+            lst = torch.unique(torch.cat([torch.tensor([(prefix + t) // BLOCK, first]),
+                                          shared.long()]))[:topk]
+            ids[:, t, :lst.numel()] = lst.to(torch.int32)
+    q = torch.randn((chunk, Hq, d), generator=g).bfloat16()
+    return dict(q=q.to(device), kv=kv, topk_idx=ids.to(device), block_table=table.to(device),
+                cu_seqlens_q=torch.tensor([0, chunk], dtype=torch.int32, device=device),
+                seq_lens=torch.tensor([prefix + chunk], dtype=torch.int32, device=device),
+                prefix_lens=torch.tensor([prefix], dtype=torch.int32, device=device),
+                max_query_len=chunk, num_kv_heads=Hkv, sm_scale=d ** -0.5)
+
+
+def visible_keys(case, prefix):
+    """Σ over rows and KV heads of the listed keys each row sees (key ≤ its position)."""
+    import torch
+
+    ids = case["topk_idx"].long()
+    pos = prefix + torch.arange(ids.shape[1], device=ids.device)
+    first = ids * BLOCK
+    seen = (torch.minimum(pos[None, :, None] + 1, first + BLOCK) - first).clamp(min=0)
+    return int(torch.where(ids >= 0, seen, 0).sum())
+
+
+def prefill_row(generated, row, device, smoke, reps):
+    import torch
+    from generated import sparse_attention as sa
+    from reference_attn import prefill_positions, ref_sparse_attn
+
+    Hq, Hkv, prefix, chunk = row
+    d, topk = (64, 4) if smoke else (D, TOPK)
+    case = make_prefill_case(row, device, d, topk)
+    G = Hq // Hkv
+    flops = 4 * d * G * visible_keys(case, prefix)  # per KV head: its G query heads
+    out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
+    rows = sorted(set(range(0, chunk, max(1, chunk // CHECK_ROWS))) | {chunk - 1})
+    pos = prefill_positions(case["cu_seqlens_q"], case["prefix_lens"], case["seq_lens"], chunk,
+                            chunk)
+    ref = ref_sparse_attn(case["q"][rows], case["kv"], case["topk_idx"][:, rows],
+                          case["block_table"], [pos[r] for r in rows], Hkv, case["sm_scale"])
+    calls = {"table": lambda: generated.sparse_attn_prefill(**case, output=out)}
+    for name, launch in PREFILL_LAUNCHES.items():
+        calls[name] = lambda launch=launch: sa.sparse_attn_with_launch(launch, "prefill",
+                                                                       **case, output=out)
+    res = {"row": list(row), "flops": flops}
+    for name, fn in calls.items():
+        out.fill_(float("nan"))
+        fn()
+        err = (out[rows].double() - ref.to(torch.bfloat16).double()).abs()
+        ok = bool(err.mean() <= 2.5e-4 and err.max() <= 1.7e-2)
+        us = common.time_op(fn, smoke=smoke, reps=reps)["median_us"]
+        res[name] = {"us": us, "tflops": flops / us / 1e6, "check_ok": ok,
+                     "max_abs": float(err.max())}
+    res["explain"] = generated.explain_sparse_attn(
+        "prefill", common.detected_hardware(smoke), "bf16", "bf16", "none", G, d,
+        chunk * Hkv)
+    return res
+
+
 def check(generated, case, out):
     """Mean / max abs error against float64 on sampled rows (rounded to bf16 first)."""
     import torch
@@ -166,7 +253,8 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     rows = list(SMOKE_ROWS) if args.smoke else list(QUICK if args.quick else
                                                     targets.VLLM_ATTN_US)
-    env, results = common.env_info(args.smoke), []
+    rows = [] if args.only == "prefill" else rows
+    env, results, prefill = common.env_info(args.smoke), [], []
     for row in rows:
         Hq, Hkv, R, ctx, Q = row
         d = 64 if args.smoke else D
@@ -198,24 +286,50 @@ def main(argv=None):
         res["targets"] = judged
         if args.study:
             res["study"] = study_row(case, out, args.smoke, args.reps)
-        res["step"] = step = time_step(generated, case, row, device, args.smoke, args.reps)
+        # (the interpreter runs the step on the first row only: it is slow there)
+        step = time_step(generated, case, row, device, args.smoke, args.reps) \
+            if not (args.smoke and results) else None
+        res["step"] = step
         common.say(f"  {label:22s} {common.fmt_us(us):>8s} µs  floor {floor:7.1f}  "
                    f"{100 * floor / us:5.1f} %  vLLM {vllm if vllm else '-':>6}  "
                    + " ".join("PASS" if v["pass"] else "FAIL" for v in judged)
-                   + f"  check {'ok' if verdict['ok'] else verdict}\n"
-                   + f"  {'':22s} step {common.fmt_us(step['step']):>8s} µs = indexer "
-                   f"{common.fmt_us(step['indexer'])} + attention "
-                   f"{common.fmt_us(step['attention'])} as two calls "
-                   f"({common.fmt_us(step['indexer'] + step['attention'])})"
-                   + ("" if step["step_equals_two_calls"] else "  STEP DIFFERS"))
+                   + f"  check {'ok' if verdict['ok'] else verdict}"
+                   + ("" if step is None else
+                      f"\n  {'':22s} step {common.fmt_us(step['step']):>8s} µs = indexer "
+                      f"{common.fmt_us(step['indexer'])} + attention "
+                      f"{common.fmt_us(step['attention'])} as two calls "
+                      f"({common.fmt_us(step['indexer'] + step['attention'])})"
+                      + ("" if step["step_equals_two_calls"] else "  STEP DIFFERS")))
         results.append(res)
         common.write_json(os.path.join(args.out, "bench_attn.json"),
-                          {"env": env, "rows": results})
+                          {"env": env, "rows": results, "prefill": prefill})
         del case, out
         common.free_memory()
+    prefill_rows = [] if args.only == "decode" else (
+        SMOKE_PREFILL_ROWS if args.smoke else PREFILL_ROWS[:2] if args.quick else PREFILL_ROWS)
+    for row in prefill_rows:
+        Hq, Hkv, prefix, chunk = row
+        label = f"prefill {Hq}/{Hkv} 1 × ({prefix} + {chunk})"
+        try:
+            res = prefill_row(generated, row, device, args.smoke, args.reps)
+        except Exception as e:  # noqa: BLE001 - the other rows still count
+            common.say(f"  {label}: ERROR {type(e).__name__}: {str(e)[:300]}")
+            prefill.append({"row": list(row), "error": f"{type(e).__name__}: {e}"})
+            continue
+        common.say(f"  {label:34s} " + "  ".join(
+            f"{name} {common.fmt_us(res[name]['us'])} µs ({res[name]['tflops']:.0f} TFLOP/s"
+            f"{'' if res[name]['check_ok'] else ', CHECK FAILED'})"
+            for name in ("table", *PREFILL_LAUNCHES)) + f"  [table: {res['explain']['variant']}]")
+        prefill.append(res)
+        common.write_json(os.path.join(args.out, "bench_attn.json"),
+                          {"env": env, "rows": results, "prefill": prefill})
+        common.free_memory()
     failed = [r for r in results if "error" in r or not r["check"]["ok"]
-              or not r["step"]["step_equals_two_calls"]]
-    common.say(f"attention: {len(results) - len(failed)}/{len(results)} rows ok")
+              or (r["step"] is not None and not r["step"]["step_equals_two_calls"])]
+    failed += [r for r in prefill if "error" in r or not all(
+        r[name]["check_ok"] for name in ("table", *PREFILL_LAUNCHES))]
+    total = len(results) + len(prefill)
+    common.say(f"attention: {total - len(failed)}/{total} rows ok")
     return 1 if failed else 0
 
 
