@@ -148,6 +148,29 @@ def test_split_counters_are_not_allocated_during_capture(monkeypatch):
     assert sk._COUNTERS == {}
 
 
+def test_split_partials_share_a_device_buffer_up_to_its_limit(monkeypatch):
+    """Partials up to SHARED_PARTIALS floats live in one per-device buffer that later launches
+    reuse; larger ones, or a buffer that would have to grow during capture (faked), are
+    allocated per call; the results are the same bits either way."""
+    monkeypatch.setattr(sk, "_PARTIALS", {})
+    case, pos = decode_case([500, 260], Q=2, Hkv=2, G=8, topk=8, seed=13)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"])
+    shared = run_decode(case, torch.float32, splits=4)
+    check(shared, ref)
+    buf = sk._PARTIALS[case["q"].device]
+    assert buf.dtype == torch.float32 and buf.numel() >= 4 * 4 * 16 * (64 + 1)
+    check(run_decode(case, torch.float32, splits=2), ref)
+    assert sk._PARTIALS[case["q"].device] is buf  # a smaller launch reuses it
+    monkeypatch.setattr(sk, "SHARED_PARTIALS", 16)
+    assert torch.equal(run_decode(case, torch.float32, splits=4), shared)
+    monkeypatch.setattr(sk, "SHARED_PARTIALS", 1 << 22)
+    monkeypatch.setattr(sk, "_PARTIALS", {})
+    monkeypatch.setattr(sk, "_capturing", lambda device: True)  # (the counters exist)
+    assert torch.equal(run_decode(case, torch.float32, splits=4), shared)
+    assert sk._PARTIALS == {}
+
+
 @pytest.mark.parametrize("fp8,scales", [("e4m3", "none"), ("e4m3", "scalar"),
                                         ("e5m2", "per_token")])
 def test_fp8_kv_with_each_scale_mode(fp8, scales):
