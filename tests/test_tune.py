@@ -99,13 +99,15 @@ def prefill_us(launch, rep):
 
 
 def attn_us(variant, params, mode, programs):
-    """Optimum: 4 splits, 4 warps, 3 stages; prefill from 513 programs: 64-lane tiles, 8
-    warps."""
+    """Optimum: 4 splits, 4 warps, 3 stages, except at 32 programs, where 3 stages cost 3 µs
+    (so the 9–32 bucket, measured at 16 and 32, must take 2); prefill from 513 programs:
+    64-lane tiles, 8 warps."""
     if variant == "sparse_attn_tiled":
         return (10 if programs > 512 else 40) + abs(math.log2(params["lanes"]) - 6) + \
             0.5 * (params["num_warps"] != 8)
-    return 20 + abs(math.log2(params["splits"]) - 2) + 0.5 * (params["num_warps"] != 4) + \
+    stages = 3 * (params["num_stages"] == 3) if programs == 32 else \
         0.5 * (params["num_stages"] != 3)
+    return 20 + abs(math.log2(params["splits"]) - 2) + 0.5 * (params["num_warps"] != 4) + stages
 
 
 class FakeDevice:
@@ -559,9 +561,9 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
         if row.table == "sparse_attn_prefill" and lo > 512:
             assert (row.choice, row.params["lanes"], row.params["num_warps"]) == \
                 ("sparse_attn_tiled", 64, 8), row
-        else:
+        else:  # the worst case over a bucket's representatives
             assert (row.choice, row.params["splits"], row.params["num_stages"]) == \
-                ("sparse_attn_split", 4, 3), row
+                ("sparse_attn_split", 4, 2 if lo == 9 else 3), row
     reg = registry.load(str(spec_copy))
     from codegen.policy import lookup
     p = reg.policies["sparse_attn_decode"]

@@ -183,12 +183,14 @@ class Space:
         self.prefill_rows_buckets = [(1, 4096), (4097, 16384), (16385, None)]
 
         # Attention: specs' MEASURED_ATTN inputs; programs (rows · KV heads) buckets, each
-        # measured at one count; MiniMax-M3's head counts per G (G 16: 64 / 4 heads at TP1,
-        # G 8: 8 / 1 at TP8); 32k contexts, topk 16.
+        # measured at its representative counts (both ends where the best launch moves
+        # inside the bucket: choose takes the worst case over them); MiniMax-M3's head counts
+        # per G (G 16: 64 / 4 heads at TP1, G 8: 8 / 1 at TP8); 32k contexts, topk 16.
         from specs import sparse_attn as attn_specs
         self.attn_inputs = list(attn_specs.MEASURED_ATTN)
-        self.attn_buckets = {(1, 8): 4, (9, 32): 16, (33, 64): 64, (65, 128): 128,
-                             (129, 512): 256, (513, 2048): 1024, (2049, None): 8192}
+        self.attn_buckets = {(1, 8): (4, 8), (9, 32): (16, 32), (33, 64): (64,),
+                             (65, 128): (128,), (129, 512): (256, 512),
+                             (513, 2048): (1024, 2048), (2049, None): (8192,)}
         self.attn_kv_heads = {16: 4, 8: 1}
 
     # -- router --------------------------------------------------------------------------------
@@ -471,7 +473,7 @@ class Space:
     # -- attention -----------------------------------------------------------------------------
     def attn_points(self) -> list:
         """(mode, inputs, programs) measured, largest first."""
-        reps = sorted(self.attn_buckets.values(), reverse=True)
+        reps = sorted((P for ps in self.attn_buckets.values() for P in ps), reverse=True)
         if self.quick:
             reps = [16, 2048]
         return [(mode, i, P) for P in reps for mode in ATTN_TABLES for i in self.attn_inputs
