@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 from sm90_code import compile_kernel, facts as sass_facts, router as router_kernel  # noqa: E402
 
-from generated import index_score, index_topk  # noqa: E402
+from generated import index_fused, index_score, index_topk  # noqa: E402
 from generated.dispatch import ROUTER_GEMM  # noqa: E402
 
 INSTRUCTIONS = ("griddepcontrol.wait", "griddepcontrol.launch_dependents", "prefetch.global.L2")
@@ -23,11 +23,19 @@ def _ptx(kernel, pointer_types: dict, constexprs: dict, **options) -> str:
     return compile_kernel(kernel, pointer_types, constexprs, **options).asm["ptx"]
 
 
-def selector(pdl: bool, emit: bool) -> str:
+def selector(pdl: bool, emit: bool, dependents: bool = False) -> str:
     return _ptx(index_topk._topk_fused_kernel, {"score_ptr": "*fp32", "partial_ptr": "*i64"},
                 dict(TOPK=16, T=16, BLOCK_SIZE_K=128, NUM_CHUNKS=4, SINGLE_TILE=False,
                      ADAPTIVE_MERGE=True, EMIT_SPARSE_TABLE=emit, BLOCK_PAGE_STRIDE=8, PDL=pdl,
-                     PREFETCH_L2=emit), num_warps=4, num_stages=2)
+                     PREFETCH_L2=emit, LAUNCH_DEPENDENTS=dependents), num_warps=4, num_stages=2)
+
+
+def fused(dependents: bool) -> str:
+    return _ptx(index_fused._index_fused_kernel,
+                {"idx_q_ptr": "*bf16", "kv_ptr": "*bf16", "scores_ptr": "*fp32"},
+                dict(H=1, D=128, BLOCK_SIZE_Q=4, LANES=16, PRODUCTS="native", TOPK=16, T=16,
+                     BLOCK_SIZE_K=256, EMIT_SPARSE_TABLE=False, BLOCK_PAGE_STRIDE=8,
+                     LAUNCH_DEPENDENTS=dependents), num_warps=4, num_stages=2)
 
 
 def scorer(launch_dependents: bool) -> str:
@@ -45,6 +53,8 @@ def router(x_dtype: str):
 
 def main():
     cases = {"selector_pdl_emit": selector(True, True), "selector_plain": selector(False, False),
+             "selector_pdl_dependents": selector(True, False, True),
+             "fused_dependents": fused(True), "fused_plain": fused(False),
              "scorer_dependents": scorer(True), "scorer_plain": scorer(False)}
     facts = {name: {i: i in ptx for i in INSTRUCTIONS} for name, ptx in cases.items()}
     for x in ("bf16", "fp32"):

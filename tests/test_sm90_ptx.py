@@ -21,6 +21,12 @@ def test_sm90_instructions_follow_their_switches():
                                           "griddepcontrol.launch_dependents": False,
                                           "prefetch.global.L2": True}
     assert not any(facts["selector_plain"].values())
+    # sparse_decode_step's indexer lets the attention start early from its last kernel
+    assert facts["selector_pdl_dependents"] == {"griddepcontrol.wait": True,
+                                                "griddepcontrol.launch_dependents": True,
+                                                "prefetch.global.L2": False}
+    assert facts["fused_dependents"]["griddepcontrol.launch_dependents"]
+    assert not any(facts["fused_plain"].values())
     assert facts["scorer_dependents"] == {"griddepcontrol.wait": False,
                                           "griddepcontrol.launch_dependents": True,
                                           "prefetch.global.L2": False}

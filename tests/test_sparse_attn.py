@@ -404,6 +404,23 @@ def test_decode_step_equals_the_two_calls():
     assert int(counter.abs().sum()) == 0
 
 
+def test_indexer_launch_dependents_is_a_checked_bool():
+    """index_decode(launch_dependents=True), which sparse_decode_step passes, selects the same
+    ids (only the launch changes, and only where the device has programmatic launches); any
+    other type than bool is refused naming it."""
+    g = torch.Generator().manual_seed(24)
+    R, Q, H, Didx, W = 2, 1, 2, 16, 3
+    idx_q = torch.randn((R * Q, H, Didx), generator=g).bfloat16().to(DEVICE)
+    idx_cache = torch.randn((R * W + 1, BLOCK, Didx), generator=g).bfloat16().to(DEVICE)
+    idx_table = torch.randperm(R * W + 1, generator=g)[:R * W].view(R, W).int().to(DEVICE)
+    seq_lens = torch.tensor([300, 130], dtype=torch.int32, device=DEVICE)
+    args = (idx_q, idx_cache, idx_table, seq_lens, W * BLOCK, 2, 0, 1, H, Q, Q)
+    want = generated.index_decode(*args)
+    assert torch.equal(generated.index_decode(*args, launch_dependents=True), want)
+    with pytest.raises(TypeError, match="launch_dependents"):
+        generated.index_decode(*args, launch_dependents=1)
+
+
 @pytest.mark.parametrize("change,error,match", [
     (dict(q="x"), TypeError, "q"),
     (dict(num_kv_heads=3), ValueError, "num_kv_heads"),
