@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 from sm90_code import compile_kernel, facts as sass_facts, router as router_kernel  # noqa: E402
 
-from generated import index_fused, index_score, index_topk  # noqa: E402
+from generated import index_fused, index_score, index_topk, sparse_attn  # noqa: E402
 from generated.dispatch import ROUTER_GEMM  # noqa: E402
 
 INSTRUCTIONS = ("griddepcontrol.wait", "griddepcontrol.launch_dependents", "prefetch.global.L2")
@@ -38,6 +38,13 @@ def fused(dependents: bool) -> str:
                      LAUNCH_DEPENDENTS=dependents), num_warps=4, num_stages=2)
 
 
+def attention(pdl: str) -> str:
+    return _ptx(sparse_attn._sparse_attn_kernel,
+                {"q_ptr": "*bf16", "kv_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32"},
+                dict(G=16, GP=16, D=128, SPLITS=4, MODE="decode", SCALES="none", DOT="native",
+                     PDL=pdl, TOPK_P=16), num_warps=4, num_stages=2)
+
+
 def scorer(launch_dependents: bool) -> str:
     return _ptx(index_score._score_split_kernel,
                 {"idx_q_ptr": "*bf16", "kv_ptr": "*bf16", "scores_ptr": "*fp32"},
@@ -55,6 +62,8 @@ def main():
     cases = {"selector_pdl_emit": selector(True, True), "selector_plain": selector(False, False),
              "selector_pdl_dependents": selector(True, False, True),
              "fused_dependents": fused(True), "fused_plain": fused(False),
+             "attention_any": attention("any"), "attention_ids": attention("ids"),
+             "attention_plain": attention("none"),
              "scorer_dependents": scorer(True), "scorer_plain": scorer(False)}
     facts = {name: {i: i in ptx for i in INSTRUCTIONS} for name, ptx in cases.items()}
     for x in ("bf16", "fp32"):

@@ -182,6 +182,18 @@ def test_warmup_reaches_every_attention_row_class(monkeypatch):
                                       ("prefill", "bf16", "bf16", "none", 8, 128)}
     programs = {c[6] for c in calls if c[0] == "prefill"}
     assert 2048 in programs and 1 in programs  # the tiled rows and the per-token ones
+    # a device with programmatic launches: also sparse_decode_step's attention and indexer
+    steps, decodes = [], []
+    monkeypatch.setattr(precompile._rt, "programmatic_launch", lambda device: True)
+    monkeypatch.setattr(precompile, "_attn_call", lambda device, hw, *point, step=False:
+                        steps.append(point) if step else None)
+    monkeypatch.setattr(precompile, "_decode_call", lambda *a, launch_dependents=False:
+                        decodes.append(launch_dependents))
+    generated.warmup("cpu", hardware="sm_90", router=False, prefill=False, quick=True,
+                     num_heads=(1,), max_decode_query_lens=(1,), num_reqs=(1,),
+                     max_seq_lens=(8192,), sparse_table=(None,), progress=False)
+    assert steps == [c for c in calls if c[0] == "decode"]
+    assert True in decodes and False in decodes
 
 
 # ---- GPU -----------------------------------------------------------------------------------
@@ -226,6 +238,35 @@ def test_gpu_warmup_leaves_nothing_to_compile():
         generated.index_prefill(*args, 16, 0, 1, out)
         generated.index_prefill_topk(generated.index_prefill_score(*args), cu, pre, T, 16, 0, 1,
                                      out)
+    # attention (one binary for every KV head count) and the decode step, MiniMax-M3's heads
+    for Hkv, G, R, Q, ctx in ((2, 16, 5, 1, 30000), (1, 8, 16, 4, 8000), (4, 16, 1, 1, 900)):
+        W = ctx // 128 + 1
+        kv = torch.randn((R * W, 2, 128, Hkv, 128), device="cuda", generator=g).bfloat16()
+        table = torch.randperm(R * W, device="cuda", generator=g).int().view(R, W)
+        q = torch.randn((R * Q, Hkv * G, 128), device="cuda", generator=g).bfloat16()
+        lens = torch.full((R,), ctx, dtype=torch.int32, device="cuda")
+        ids = torch.randint(-1, W, (Hkv, R * Q, 16), device="cuda", generator=g).int()
+        out = torch.empty_like(q)
+        generated.sparse_attn_decode(q, kv, ids, table, lens, Hkv, 0.1, out, Q)
+        if Hkv <= 2:  # the domain's index head counts
+            idx_q = torch.randn((R * Q, Hkv, 128), device="cuda", generator=g).bfloat16()
+            idx_cache = torch.randn((R * W, 128, 128), device="cuda", generator=g).bfloat16()
+            max_seq_len = 8192 if ctx <= 8192 else 32768
+            wide = torch.zeros((R, 300), dtype=torch.int32, device="cuda")  # ≥ max_seq_len
+            wide[:, :W] = table
+            generated.sparse_decode_step(idx_q, idx_cache, wide, q, kv, wide, lens,
+                                         max_seq_len, 16, 0, 1, Hkv, Q, 4 if Q > 1 else 1, 0.1,
+                                         out)
+        # prefill, 2048 + T tokens: query-tiled rows (T = 3000) and per-token ones (T = 7)
+        kvp = torch.randn((48, 2, 128, Hkv, 128), device="cuda", generator=g).bfloat16()
+        ptable = torch.randperm(48, device="cuda", generator=g).int()[:40].view(1, 40)
+        pre = torch.tensor([2048], dtype=torch.int32, device="cuda")
+        for T in (3000, 7):
+            cu = torch.tensor([0, T], dtype=torch.int32, device="cuda")
+            qp = torch.randn((T, Hkv * G, 128), device="cuda", generator=g).bfloat16()
+            pids = torch.randint(-1, 40, (Hkv, T, 16), device="cuda", generator=g).int()
+            generated.sparse_attn_prefill(qp, kvp, pids, ptable, cu, pre + T, pre, T, Hkv, 0.1,
+                                          torch.empty_like(qp))
     torch.cuda.synchronize()
     assert _compiled_count() == before
 

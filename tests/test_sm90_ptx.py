@@ -27,6 +27,12 @@ def test_sm90_instructions_follow_their_switches():
                                                 "prefetch.global.L2": False}
     assert facts["fused_dependents"]["griddepcontrol.launch_dependents"]
     assert not any(facts["fused_plain"].values())
+    # the attention waits for its programmatic predecessor (first thing, or before the ids)
+    for case in ("attention_any", "attention_ids"):
+        assert facts[case] == {"griddepcontrol.wait": True,
+                               "griddepcontrol.launch_dependents": False,
+                               "prefetch.global.L2": False}, case
+    assert not any(facts["attention_plain"].values())
     assert facts["scorer_dependents"] == {"griddepcontrol.wait": False,
                                           "griddepcontrol.launch_dependents": True,
                                           "prefetch.global.L2": False}
