@@ -66,6 +66,10 @@ def main():
              "attention_plain": attention("none"),
              "scorer_dependents": scorer(True), "scorer_plain": scorer(False)}
     facts = {name: {i: i in ptx for i in INSTRUCTIONS} for name, ptx in cases.items()}
+    for name in ("attention_any", "attention_ids"):  # where the wait sits
+        ptx = cases[name]
+        facts[name + "_waits_before_any_load"] = \
+            ptx.index("griddepcontrol.wait") < ptx.index("ld.global")
     for x in ("bf16", "fp32"):
         kernel = router(x)
         sass = sass_facts(kernel)

@@ -33,6 +33,9 @@ def test_sm90_instructions_follow_their_switches():
                                "griddepcontrol.launch_dependents": False,
                                "prefetch.global.L2": False}, case
     assert not any(facts["attention_plain"].values())
+    # "any" reads nothing before the wait; "ids" loads q and seq_lens before it
+    assert facts["attention_any_waits_before_any_load"]
+    assert not facts["attention_ids_waits_before_any_load"]
     assert facts["scorer_dependents"] == {"griddepcontrol.wait": False,
                                           "griddepcontrol.launch_dependents": True,
                                           "prefetch.global.L2": False}

@@ -134,6 +134,26 @@ def test_split_counters_are_left_at_zero_and_splits_are_deterministic(monkeypatc
     assert list(sk._COUNTERS) == [case["q"].device]
 
 
+def test_grown_counters_stay_alive_for_the_graphs_that_hold_them(monkeypatch):
+    """A launch that needs more counters than the device has gets a buffer twice as large; the
+    smaller one, which plans (and the CUDA graphs captured with them) still use, is kept, not
+    freed, and both stay zero."""
+    monkeypatch.setattr(sk, "_COUNTERS", {})
+    monkeypatch.setattr(sk, "_RETIRED", [])
+    monkeypatch.setattr(sk, "MIN_COUNTER_SLOTS", 4)
+    small, _ = decode_case([300, 200], Q=1, Hkv=2, G=8, topk=4, seed=14)  # 2 · 2 programs
+    run_decode(small, splits=2)
+    first = sk._COUNTERS[small["q"].device]
+    assert first.numel() == 4
+    large, pos = decode_case([300, 200, 100], Q=2, Hkv=2, G=8, topk=4, seed=15)  # 12
+    got = run_decode(large, torch.float32, splits=2)
+    check(got, ref_sparse_attn(large["q"], large["kv"], large["topk_idx"],
+                               large["block_table"], pos, 2, large["sm_scale"]))
+    grown = sk._COUNTERS[small["q"].device]
+    assert grown.numel() == 16 and len(sk._RETIRED) == 1 and sk._RETIRED[0] is first
+    assert not first.any() and not grown.any()
+
+
 def test_split_counters_are_not_allocated_during_capture(monkeypatch):
     """Allocating the counters inside a CUDA-graph capture is refused with a clear error (they
     would come from the graph's pool); capture is faked here. One split needs none."""
@@ -402,6 +422,18 @@ def test_decode_step_equals_the_two_calls():
     generated.sparse_attn_decode(q, kv, want_ids, table, seq_lens, Hkv, D ** -0.5, want, Q)
     assert torch.equal(got, want)
     assert int(counter.abs().sum()) == 0
+
+
+def test_decode_pdl_switch_is_a_checked_bool():
+    """sparse_attn_decode(pdl=False) launches plainly (same results); anything but a bool is
+    refused naming it."""
+    case, _ = decode_case([300, 90], Q=1, Hkv=2, G=8, seed=25)
+    out = torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE)
+    want = generated.sparse_attn_decode(**case, output=out).clone()
+    got = generated.sparse_attn_decode(**case, output=torch.zeros_like(out), pdl=False)
+    assert torch.equal(got, want)
+    with pytest.raises(TypeError, match="pdl"):
+        generated.sparse_attn_decode(**case, output=out, pdl=1)
 
 
 def test_indexer_launch_dependents_is_a_checked_bool():
