@@ -514,6 +514,28 @@ def test_gpu_split_merge_in_a_graph_replays_exactly():
 
 
 @pytest.mark.gpu
+def test_gpu_split_merge_is_deterministic_over_many_launches():
+    """Hundreds of back-to-back launches of two inputs at several split counts (the arrival
+    order differs from launch to launch): every result has the bits of that input's first
+    one, and the counters end at zero."""
+    cases = [decode_case([32768 - 7 * r for r in range(R)], Q=1, Hkv=2, G=16, D=128, topk=16,
+                         seed=50 + R)[0] for R in (1, 8)]
+    for splits in (2, 4, 16):
+        launch = dict(splits=splits, num_warps=4, num_stages=2)
+        firsts = [sa.sparse_attn_with_launch(launch, "decode", **c, output=torch.empty(
+            c["q"].shape, dtype=torch.bfloat16, device="cuda")).clone() for c in cases]
+        outs = [torch.empty_like(f) for f in firsts]
+        for i in range(200):
+            c = i % 2
+            sa.sparse_attn_with_launch(launch, "decode", **cases[c], output=outs[c])
+            if i % 20 == c:
+                assert torch.equal(outs[c], firsts[c]), (splits, i)
+        assert torch.equal(outs[0], firsts[0]) and torch.equal(outs[1], firsts[1])
+    torch.cuda.synchronize()
+    assert not sk._COUNTERS[torch.device("cuda", torch.cuda.current_device())].any()
+
+
+@pytest.mark.gpu
 def test_gpu_decode_step_in_a_graph_equals_the_two_calls():
     from graph_capture import capture
 
