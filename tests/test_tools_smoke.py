@@ -65,6 +65,14 @@ def test_bench_attn_smoke_checks_every_row(tmp_path):
         for name in ("table", "per-token", "tiled"))
 
 
+def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
+    run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "attn_ablation.json").read_text())
+    names = {k.split(" ")[-1] for k in report[0]["us"]}
+    assert {"base", "no_merge", "no_atomic", "no_kv", "no_table"} <= names
+
+
 @pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "sm90_code.py"])
 def test_device_tools_parse_their_command_line(tool):
     run = _run([os.path.join("tools", tool), "--help"], timeout=120)

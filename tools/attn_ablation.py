@@ -1,0 +1,117 @@
+"""Device study: where the time of the latency-bound sparse-attention rows goes. Variants of
+generated/sparse_attn.py, each built by replacing one piece of the split kernel's source text
+(no merge, no arrival atomic, no K/V traffic, no block-table load), timed interleaved with the
+kernel as generated and an empty kernel (graph replay, L2 flushed) on the rows where vLLM is
+ahead or the copy rate is missed. The variants' outputs are wrong by design: timing only.
+
+    python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
+    python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
+"""
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+import common  # noqa: E402
+
+SMOKE = "--smoke" in sys.argv
+common.setup(SMOKE)
+import torch  # noqa: E402
+
+import generated  # noqa: E402,F401
+from generated import sparse_attn as base  # noqa: E402
+from tune.measure import interleave  # noqa: E402
+
+# name -> [(old text, new text)] applied to generated/sparse_attn.py
+VARIANTS = {
+    "base": [],
+    # the last arrival does not merge (the output is wrong: timing only)
+    "no_merge": [("        if arrived == SPLITS - 1:", "        if arrived == -12345:")],
+    # no arrival atomic, no merge
+    "no_atomic": [("        arrived = tl.atomic_add(counter_ptr + pid, 1, sem=\"acq_rel\", "
+                   "scope=\"gpu\")", "        arrived = pid * 0 - 1")],
+    # no K/V memory traffic (zeros instead of the cache)
+    "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
+               "    k = tl.zeros([_BLOCK, D], q.dtype)\n", 1),
+              ("    v = tl.load(base + v_off + kv_offs).to(q.dtype)\n",
+               "    v = tl.zeros([_BLOCK, D], q.dtype)\n", 1)],
+    # the block table is the identity (one dependent load less)
+    "no_table": [("    pages = tl.load(table_row_ptr + ids, mask=usable, other=-1)",
+                  "    pages = tl.where(usable, ids, -1)")],
+}
+
+
+def build(name, edits):
+    src = open(base.__file__).read()
+    for edit in edits:
+        old, new = edit[0], edit[1]
+        assert old in src, (name, old)
+        src = src.replace(old, new, *edit[2:])
+    path = os.path.join(tempfile.mkdtemp(), f"sparse_attn_{name}.py")
+    with open(path, "w") as f:
+        f.write(src.replace("from . import _runtime as _rt", "from generated import _runtime as _rt"))
+    spec = importlib.util.spec_from_file_location(f"ablation_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    from bench_attn import make_case
+    dev = "cpu" if SMOKE else "cuda"
+    mods = {n: build(n, e) for n, e in VARIANTS.items()}
+    rows = [(16, 1, 2, 1024, 1)] if SMOKE else [
+        (32, 2, 1, 8192, 1), (32, 2, 1, 8192, 4), (64, 4, 1, 32768, 1), (8, 1, 1, 32768, 1),
+        (32, 2, 8, 32768, 1), (32, 2, 32, 32768, 1), (16, 1, 32, 32768, 1)]
+    launches = [dict(splits=s, num_warps=w, num_stages=st) for s, w, st in
+                (((4, 4, 2),) if SMOKE else
+                 ((16, 8, 2), (16, 4, 2), (8, 4, 2), (4, 4, 3), (2, 4, 3)))]
+    res = []
+    dummy = torch.zeros(1, device=dev)
+    for row in rows:
+        Hq, Hkv, R, ctx, Q = row
+        case = make_case(row, dev, 64 if SMOKE else 128, 4 if SMOKE else 16)
+        q, kv, ids, table, lens = (case[k] for k in ("q", "kv", "topk_idx", "block_table",
+                                                      "seq_lens"))
+        out = torch.empty(q.shape, dtype=torch.bfloat16, device=dev)
+        calls = {"empty kernel": lambda: common.launch_empty(dummy)}
+        for launch in launches:
+            for name, mod in mods.items():
+                run = mod.prepare_sparse_attn(
+                    q, kv, ids, table, lens, out, mode="decode", num_kv_heads=Hkv,
+                    sm_scale=case["sm_scale"], scales="none", k_scale=None, v_scale=None,
+                    decode_query_len=Q, **launch)
+                calls[f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']} "
+                      f"{name}"] = (lambda run=run: run(q, kv, ids, table, lens, None, None, None,
+                                                        None, out))
+        samplers = {}
+        for k, fn in calls.items():
+            fn()
+            if SMOKE:
+                samplers[k] = lambda n, fn=fn: [common.time_cpu(fn, 1)["median_us"]] * n
+                continue
+            torch.cuda.synchronize()
+            g = common.capture_graph(fn)
+            samplers[k] = lambda n, g=g: common.replay_times(g.replay, n, settled=True)
+        times = interleave(samplers, rounds=1 if SMOKE else 5, per_round=2 if SMOKE else 20)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}", flush=True)
+        for launch in launches:
+            tag = f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
+            print("   " + tag + ": " + "  ".join(f"{n} {med[tag + ' ' + n]:.2f}"
+                                                  for n in VARIANTS), flush=True)
+        res.append({"row": list(row), "us": med})
+        with open(os.path.join(out_dir, "attn_ablation.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        del case, q, kv, ids, table, lens, out
+        common.free_memory()
+
+
+if __name__ == "__main__":
+    main()
