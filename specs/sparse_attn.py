@@ -37,6 +37,7 @@ OUTPUT = TensorContract(name="output", rank=3, dtypes=("bf16", "fp16", "fp32"),
                         doc="[T, Hq, D], any strides (no overlap)")
 
 COMMON = dict(family="sparse_attn", hardware=HARDWARE, constants=CONSTANTS)
+BLOCK = dict(CONSTANTS)["SPARSE_BLOCK_SIZE"]  # keys per listed block (one cache page)
 
 SPECS = [
     Variant(name="sparse_attn_split", template="sparse_attn.py.j2", output="sparse_attn.py",
@@ -45,9 +46,12 @@ SPECS = [
                 "program, online softmax; several splits merge exactly by log-sum-exp",
             tensors=(Q, KV, TOPK_IDX, BLOCK_TABLE, OUTPUT),
             params=(Param(name="splits", kind="int", pow2=True, maximum=MAX_TOPK,
-                          doc="contiguous shares of each row's block list"),
+                          doc="contiguous shares of the tiles of each row's block list"),
+                    Param(name="kv_tile", kind="int", pow2=True, minimum=16,
+                          maximum=BLOCK,
+                          doc="keys per loop step (a block is 128 / kv_tile tiles)"),
                     NUM_WARPS, NUM_STAGES),
-            defaults=dict(splits=1, num_warps=4, num_stages=2)),
+            defaults=dict(splits=1, kv_tile=BLOCK, num_warps=4, num_stages=2)),
     Variant(name="sparse_attn_tiled", template="sparse_attn.py.j2", output="sparse_attn.py",
             **COMMON,
             doc="prefill, query-tiled: lanes / G consecutive rows × G heads per program walk "
@@ -71,13 +75,14 @@ SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
     (513, None, dict(splits=1)),
 ))
 OPTIONS = dict(num_warps=4, num_stages=2)
+SPLIT_OPTIONS = dict(kv_tile=BLOCK, **OPTIONS)  # a whole block per loop step
 ATTN_DOMAINS = {"q_dtype": Q_DTYPES, "kv_dtype": KV_DTYPES, "scales": SCALE_MODES,
                 "group": GROUPS, "head_dim": HEAD_DIMS}
 PORTABLE = one_of("gfx950", "generic")
 
 
 def declared_decode_rules(hw):
-    return [Rule(when={"hardware": hw}, variant="sparse_attn_split", params=OPTIONS,
+    return [Rule(when={"hardware": hw}, variant="sparse_attn_split", params=SPLIT_OPTIONS,
                  by=SPLITS_BY_PROGRAMS, note="portable (not measured)")]
 
 
@@ -86,18 +91,18 @@ def declared_prefill_rules(hw):
     the queries (neighbouring tokens' lists overlap: each page is loaded once per tile), which
     the measured targets take for long prefills where their data has no rows."""
     if hw == PORTABLE:
-        return [Rule(when={"hardware": hw}, variant="sparse_attn_split", params=OPTIONS,
+        return [Rule(when={"hardware": hw}, variant="sparse_attn_split", params=SPLIT_OPTIONS,
                      by=SPLITS_BY_PROGRAMS, note="per token (portable, not measured)")]
     return [
         Rule(when={"hardware": hw, "programs": between(1, 2047)}, variant="sparse_attn_split",
-             params=OPTIONS, by=Buckets(axis="programs", rows=SPLITS_BY_PROGRAMS.rows[:-1] + (
+             params=SPLIT_OPTIONS, by=Buckets(axis="programs", rows=SPLITS_BY_PROGRAMS.rows[:-1] + (
                  (513, 2047, dict(splits=1)),)), note="per token (not measured)"),
         Rule(when={"hardware": hw, "programs": at_least(2048), "q_dtype": one_of("bf16", "fp16")},
              variant="sparse_attn_tiled", params=dict(lanes=64, num_warps=8, num_stages=2),
              note="query-tiled: 64 lanes as 8 warps (4 spill at sm_90; not measured)"),
         # fp32 q (tests): a 3xTF32 tile of 64 lanes at D 256 overflows shared memory
         Rule(when={"hardware": hw, "programs": at_least(2048), "q_dtype": "fp32"},
-             variant="sparse_attn_split", params=dict(splits=1, **OPTIONS),
+             variant="sparse_attn_split", params=dict(splits=1, **SPLIT_OPTIONS),
              note="per token: fp32 q")]
 
 

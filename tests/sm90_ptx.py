@@ -41,8 +41,8 @@ def fused(dependents: bool) -> str:
 def attention(pdl: str) -> str:
     return _ptx(sparse_attn._sparse_attn_kernel,
                 {"q_ptr": "*bf16", "kv_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32"},
-                dict(G=16, GP=16, D=128, SPLITS=4, MODE="decode", SCALES="none", DOT="native",
-                     PDL=pdl, TOPK_P=16), num_warps=4, num_stages=2)
+                dict(G=16, GP=16, D=128, BLOCK_N=128, SPLITS=4, MODE="decode", SCALES="none",
+                     DOT="native", PDL=pdl, TOPK_P=16), num_warps=4, num_stages=2)
 
 
 def scorer(launch_dependents: bool) -> str:

@@ -209,6 +209,28 @@ def test_fp8_kv_with_each_scale_mode(fp8, scales):
     check(run_decode(case, torch.float32, **kw), ref)  # fp32 output: the kernel's error alone
 
 
+@pytest.mark.parametrize("kv_tile,splits", [(64, 1), (64, 4), (32, 8), (32, 32)])
+def test_smaller_kv_tiles_match_float64(kv_tile, splits):
+    """A block walked in tiles of 64 or 32 keys (the splits sharing the tiles): positions
+    inside a block cross tiles (Q 4), per-slot scales follow each tile's tokens, and more
+    splits than tiles leave some empty."""
+    case, pos = decode_case([270, 129, 5], Q=4, Hkv=2, G=4, kv_dtype=FP8["e4m3"], seed=16,
+                            q_dtype=torch.float32)  # fp32 q: only the kernel's own error
+    slots = case["kv"].shape[0] * BLOCK
+    g = torch.Generator().manual_seed(2)
+    kw = dict(k_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE),
+              v_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE))
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"], **kw)
+    out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
+    got = sa.sparse_attn_with_launch(dict(splits=splits, kv_tile=kv_tile, num_warps=4,
+                                          num_stages=2), "decode", **case, output=out, **kw)
+    check(got, ref, (1e-5, 1e-4))
+    with pytest.raises(ValueError, match="kv_tile"):
+        sa.sparse_attn_with_launch(dict(splits=1, kv_tile=48, num_warps=4, num_stages=2),
+                                   "decode", **case, output=out, **kw)
+
+
 def test_fp32_query_and_output():
     case, pos = decode_case([300], Q=4, Hkv=1, G=4, q_dtype=torch.float32, seed=9)
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,

@@ -47,11 +47,12 @@ def simplicity(cand, default) -> tuple:
     """Sort key, simplest first: the default row (the generic target's); then the simpler
     kernel; then fewer optional launch features switched on (any true bool parameter: pdl,
     static_chunks, adaptive_merge, single_tile, tf32x3, high_batch); then a smaller grid (fewer
-    chunks / K splits / programs); then fewer warps, fewer stages."""
+    chunks / K splits / programs); then fewer loop steps (a larger kv_tile); then fewer warps,
+    fewer stages."""
     choice, params = cand
     return (key(*cand) != key(*default), KERNEL_RANK.get(choice, len(KERNEL_RANK)),
             sum(v is True for v in params.values()),
-            sum(params.get(p) or 0 for p in GRID_PARAMS),
+            sum(params.get(p) or 0 for p in GRID_PARAMS), -(params.get("kv_tile") or 0),
             params.get("num_warps") or 0, params.get("num_stages") or 0)
 
 
