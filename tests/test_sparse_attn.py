@@ -389,6 +389,8 @@ def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed):
     args = [t.to(DEVICE) for t in (q, kv, ids, table, cut, lens, pre)]
     for launch in (dict(splits=1, num_warps=4, num_stages=2),
                    dict(splits=4, num_warps=4, num_stages=2),
+                   dict(splits=rnd.choice([2, 8]), kv_tile=rnd.choice([32, 64]), num_warps=4,
+                        num_stages=2),
                    dict(variant="sparse_attn_tiled", lanes=max(16, G) * 2, num_warps=4,
                         num_stages=2)):
         out = torch.full(q.shape, float("nan"), device=DEVICE)
