@@ -103,9 +103,9 @@ def make_case(row, device, d=D, topk=TOPK, seed=0):
                 num_kv_heads=Hkv, sm_scale=d ** -0.5, decode_query_len=Q)
 
 
-def time_step(generated, case, row, device, smoke, reps, seed=1):
-    """µs of the scenario's indexer, of the attention over its ids and of `sparse_decode_step`
-    (graph replay), and whether the step's output equals the two calls' bitwise."""
+def step_calls(generated, case, row, device, seed=1):
+    """(indexer, attention over its ids, `sparse_decode_step`, (output, step output)) of the
+    scenario: zero-argument calls on a bf16 128-token-page index cache."""
     import torch
 
     Hq, Hkv, R, ctx, Q = row
@@ -137,6 +137,15 @@ def time_step(generated, case, row, device, smoke, reps, seed=1):
                                      case["block_table"], case["seq_lens"], ctx, topk, 0, 1,
                                      Hkv, Q, Q, case["sm_scale"], step_out, topk_out=ids,
                                      completion_counter=counter)
+    return indexer, attention, step, (out, step_out)
+
+
+def time_step(generated, case, row, device, smoke, reps, seed=1):
+    """µs of the scenario's indexer, of the attention over its ids and of `sparse_decode_step`
+    (graph replay), and whether the step's output equals the two calls' bitwise."""
+    import torch
+
+    indexer, attention, step, (out, step_out) = step_calls(generated, case, row, device, seed)
     indexer()
     attention()
     step()

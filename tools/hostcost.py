@@ -7,7 +7,9 @@ Method: the GPU is first given a long `torch.cuda._sleep`, so launches never wai
 queue; then each call is timed alone with a host clock (median of --calls, ≥ 300). That is
 the Python + launch cost a caller pays per call, whatever the kernels' GPU time. Beside our
 entries: `F.linear(x.float(), w)` on the same router shapes and an empty Triton kernel launched
-through the JIT. Prints a table with the targets and writes DIR/hostcost.json.
+through the JIT. `sparse_decode_step` is judged against the two calls it replaces (the
+indexer's and the attention's host µs, measured beside it). Prints a table with the targets
+and writes DIR/hostcost.json (about 2 minutes: each row sleeps the GPU 3 s).
 """
 from __future__ import annotations
 
@@ -123,10 +125,15 @@ def main(argv=None) -> int:
         case = bench_attn.make_case(row, "cuda")
         out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
         Hq, Hkv, R, ctx, Q = row
-        record(f"sparse_attn_decode {Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}",
+        name = f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}"
+        record(f"sparse_attn_decode {name}",
                host_us(lambda: generated.sparse_attn_decode(**case, output=out), args.calls),
                targets.HOST_US["index_decode_scores"])
-        del case, out
+        # the decode step: at most the two calls it replaces
+        indexer, attention, step, _ = bench_attn.step_calls(generated, case, row, "cuda")
+        two = host_us(indexer, args.calls) + host_us(attention, args.calls)
+        record(f"sparse_decode_step {name}", host_us(step, args.calls), round(two, 2))
+        del case, out, indexer, attention, step
         common.free_memory()
     for K, N, M, dt in ROUTER:
         x = torch.randn((M, K), device="cuda").to(common.torch_dtype(dt))
