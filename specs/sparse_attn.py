@@ -50,8 +50,12 @@ SPECS = [
                     Param(name="kv_tile", kind="int", pow2=True, minimum=16,
                           maximum=BLOCK,
                           doc="keys per loop step (a block is 128 / kv_tile tiles)"),
+                    Param(name="head_split", kind="int", pow2=True, minimum=1,
+                          maximum=max(GROUPS),
+                          doc="programs sharing the G query heads of a (row, KV head) "
+                              "(at most G are used)"),
                     NUM_WARPS, NUM_STAGES),
-            defaults=dict(splits=1, kv_tile=BLOCK, num_warps=4, num_stages=2)),
+            defaults=dict(splits=1, kv_tile=BLOCK, head_split=1, num_warps=4, num_stages=2)),
     Variant(name="sparse_attn_tiled", template="sparse_attn.py.j2", output="sparse_attn.py",
             **COMMON,
             doc="prefill, query-tiled: lanes / G consecutive rows × G heads per program walk "
@@ -75,7 +79,7 @@ SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
     (513, None, dict(splits=1)),
 ))
 OPTIONS = dict(num_warps=4, num_stages=2)
-SPLIT_OPTIONS = dict(kv_tile=BLOCK, **OPTIONS)  # a whole block per loop step
+SPLIT_OPTIONS = dict(kv_tile=BLOCK, head_split=1, **OPTIONS)  # a whole block per step
 ATTN_DOMAINS = {"q_dtype": Q_DTYPES, "kv_dtype": KV_DTYPES, "scales": SCALE_MODES,
                 "group": GROUPS, "head_dim": HEAD_DIMS}
 PORTABLE = one_of("gfx950", "generic")

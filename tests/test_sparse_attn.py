@@ -231,6 +231,22 @@ def test_smaller_kv_tiles_match_float64(kv_tile, splits):
                                    "decode", **case, output=out, **kw)
 
 
+@pytest.mark.parametrize("G,head_split,splits", [(4, 2, 1), (4, 4, 4), (8, 2, 8), (2, 4, 2)])
+def test_head_split_matches_float64(G, head_split, splits):
+    """The G heads of a (row, KV head) shared by head_split programs (more than G: one head
+    each), alone or with splits merging each share's partials."""
+    case, pos = decode_case([270, 129, 5], Q=2, Hkv=2, G=G, seed=21, q_dtype=torch.float32)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"])
+    out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
+    got = sa.sparse_attn_with_launch(dict(splits=splits, head_split=head_split, num_warps=4,
+                                          num_stages=2), "decode", **case, output=out)
+    check(got, ref, (1e-5, 1e-4))
+    with pytest.raises(ValueError, match="head_split"):
+        sa.sparse_attn_with_launch(dict(splits=1, head_split=3, num_warps=4, num_stages=2),
+                                   "decode", **case, output=out)
+
+
 def test_fp32_query_and_output():
     case, pos = decode_case([300], Q=4, Hkv=1, G=4, q_dtype=torch.float32, seed=9)
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
@@ -389,8 +405,8 @@ def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed):
     args = [t.to(DEVICE) for t in (q, kv, ids, table, cut, lens, pre)]
     for launch in (dict(splits=1, num_warps=4, num_stages=2),
                    dict(splits=4, num_warps=4, num_stages=2),
-                   dict(splits=rnd.choice([2, 8]), kv_tile=rnd.choice([32, 64]), num_warps=4,
-                        num_stages=2),
+                   dict(splits=rnd.choice([2, 8]), kv_tile=rnd.choice([32, 64]),
+                        head_split=rnd.choice([1, 2, 4]), num_warps=4, num_stages=2),
                    dict(variant="sparse_attn_tiled", lanes=max(16, G) * 2, num_warps=4,
                         num_stages=2)):
         out = torch.full(q.shape, float("nan"), device=DEVICE)
@@ -513,6 +529,9 @@ def test_gpu_decode_full_size(Hkv, G, Q, R):
     check(run_decode(case), ref)
     for splits in (1, 4):
         check(run_decode(case, splits=splits), ref)
+    out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
+    check(sa.sparse_attn_with_launch(dict(splits=16, head_split=4, num_warps=8, num_stages=2),
+                                     "decode", **case, output=out), ref)
 
 
 @pytest.mark.gpu
@@ -544,8 +563,8 @@ def test_gpu_split_merge_is_deterministic_over_many_launches():
     one, and the counters end at zero."""
     cases = [decode_case([32768 - 7 * r for r in range(R)], Q=1, Hkv=2, G=16, D=128, topk=16,
                          seed=50 + R)[0] for R in (1, 8)]
-    for splits in (2, 4, 16):
-        launch = dict(splits=splits, num_warps=4, num_stages=2)
+    for splits, head_split in ((2, 1), (4, 1), (16, 1), (16, 4)):
+        launch = dict(splits=splits, head_split=head_split, num_warps=4, num_stages=2)
         firsts = [sa.sparse_attn_with_launch(launch, "decode", **c, output=torch.empty(
             c["q"].shape, dtype=torch.bfloat16, device="cuda")).clone() for c in cases]
         outs = [torch.empty_like(f) for f in firsts]
@@ -553,7 +572,7 @@ def test_gpu_split_merge_is_deterministic_over_many_launches():
             c = i % 2
             sa.sparse_attn_with_launch(launch, "decode", **cases[c], output=outs[c])
             if i % 20 == c:
-                assert torch.equal(outs[c], firsts[c]), (splits, i)
+                assert torch.equal(outs[c], firsts[c]), (launch, i)
         assert torch.equal(outs[0], firsts[0]) and torch.equal(outs[1], firsts[1])
     torch.cuda.synchronize()
     assert not sk._COUNTERS[torch.device("cuda", torch.cuda.current_device())].any()

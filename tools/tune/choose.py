@@ -40,7 +40,8 @@ KERNEL_RANK = {"per_expert": 0, "splitk": 1, "index_score_split": 0, "index_scor
                "index_decode_fused": 2, "index_topk_fused": 0, "index_prefill_score": 0,
                "index_prefill_topk": 0, "index_prefill": 0, "index_prefill_stream": 1,
                "sparse_attn_split": 0, "sparse_attn_tiled": 1}
-GRID_PARAMS = ("kv_chunks", "topk_chunks", "split_k", "program_budget", "kv_splits", "splits")
+GRID_PARAMS = ("kv_chunks", "topk_chunks", "split_k", "program_budget", "kv_splits", "splits",
+               "head_split")
 
 
 def simplicity(cand, default) -> tuple:

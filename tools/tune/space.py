@@ -488,15 +488,23 @@ class Space:
         return f"{mode} G{inputs['group']} P{programs}"
 
     def attn_candidates_at(self, mode, inputs, programs) -> list:
-        """Split counts 1..16 × (warps, stages) with whole-block steps, and up to 512 programs
-        with 64-key steps at 3 and 4 stages (more of a row's bytes in flight for small grids);
-        prefill also the query-tiled kernel at 32, 64 and 128 lanes (at least 16 and G)."""
+        """Split counts 1..16 × (warps, stages) with whole-block steps; up to 512 programs
+        also 64-key steps at 3 and 4 stages (more of a row's bytes in flight for small grids);
+        up to 64 programs also the G heads shared by 2 or 4 programs at 8 and 16 splits (the
+        last split's merge reads a share of the partials); prefill also the query-tiled kernel
+        at 32, 64 and 128 lanes (at least 16 and G)."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
-        cands = [(A_SPLIT, dict(splits=k, kv_tile=self.block, num_warps=w, num_stages=st))
+        whole = dict(kv_tile=self.block, head_split=1)
+        cands = [(A_SPLIT, dict(splits=k, **whole, num_warps=w, num_stages=st))
                  for k in (1, 2, 4, 8, 16) for w, st in opts]
         if not self.quick and programs <= 512:
-            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block // 2, num_warps=4,
-                                     num_stages=st)) for k in (1, 2, 4, 8, 16) for st in (3, 4)]
+            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block // 2, head_split=1,
+                                     num_warps=4, num_stages=st))
+                      for k in (1, 2, 4, 8, 16) for st in (3, 4)]
+        if not self.quick and programs <= 64:
+            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block, head_split=h, num_warps=w,
+                                     num_stages=2))
+                      for h in (2, 4) if h <= inputs["group"] for k in (8, 16) for w in (4, 8)]
         if mode == "prefill":
             cands += [(A_TILED, dict(lanes=n, num_warps=w, num_stages=2))
                       for n in (32, 64, 128) for w in (4, 8)
