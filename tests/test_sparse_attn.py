@@ -462,6 +462,45 @@ def test_decode_step_equals_the_two_calls():
     generated.sparse_attn_decode(q, kv, want_ids, table, seq_lens, Hkv, D ** -0.5, want, Q)
     assert torch.equal(got, want)
     assert int(counter.abs().sum()) == 0
+    # a repeated step takes its one cached plan (neither entry's own cache is consulted);
+    # without topk_out and a counter it returns fresh ids, still equal
+    from generated import decode_indexer, sparse_attention
+    sizes = (len(decode_indexer._DECODE_PLANS), len(sparse_attention._PLANS),
+             len(sparse_attention._STEP_PLANS))
+    again, _ = generated.sparse_decode_step(
+        idx_q, idx_cache, idx_table, q, kv, table, seq_lens, W * BLOCK, topk, 0, 1, Hkv, Q, Q,
+        D ** -0.5, torch.zeros_like(out), topk_out=ids_out, completion_counter=counter)
+    assert torch.equal(again, want)
+    assert (len(decode_indexer._DECODE_PLANS), len(sparse_attention._PLANS),
+            len(sparse_attention._STEP_PLANS)) == sizes
+    fresh, fresh_ids = generated.sparse_decode_step(
+        idx_q, idx_cache, idx_table, q, kv, table, seq_lens, W * BLOCK, topk, 0, 1, Hkv, Q, Q,
+        D ** -0.5, torch.zeros_like(out))
+    assert torch.equal(fresh_ids, want_ids) and torch.equal(fresh, want)
+
+
+def test_decode_step_rejections_name_the_argument():
+    """The step validates both halves before launching anything: a bad attention argument or a
+    bad indexer argument raises naming it, and nothing is cached for that call."""
+    g = torch.Generator().manual_seed(24)
+    R, Q, Hkv, G, D, Didx, topk, W = 1, 1, 1, 4, 64, 16, 4, 4
+    idx_q = torch.randn((R * Q, Hkv, Didx), generator=g).bfloat16().to(DEVICE)
+    idx_cache = torch.randn((W + 1, BLOCK, Didx), generator=g).bfloat16().to(DEVICE)
+    table = torch.arange(W, dtype=torch.int32, device=DEVICE).view(1, W)
+    kv = make_cache(W + 1, Hkv, D, "5d", torch.bfloat16, g).to(DEVICE)
+    lens = torch.tensor([300], dtype=torch.int32, device=DEVICE)
+    q = torch.randn((R * Q, Hkv * G, D), generator=g).bfloat16().to(DEVICE)
+    out = torch.zeros_like(q)
+    args = [idx_q, idx_cache, table, q, kv, table, lens, W * BLOCK, topk, 0, 1, Hkv, Q, Q,
+            D ** -0.5, out]
+    from generated import sparse_attention
+    before = len(sparse_attention._STEP_PLANS)
+    for pos, bad, match in ((15, out[:, :, :32], "output"), (1, idx_cache.float()[..., :8],
+                                                              "index_kv_cache"),
+                            (8, 0, "topk")):
+        with pytest.raises((ValueError, TypeError), match=match):
+            generated.sparse_decode_step(*args[:pos], bad, *args[pos + 1:])
+    assert len(sparse_attention._STEP_PLANS) == before
 
 
 def test_decode_pdl_switch_is_a_checked_bool():
