@@ -1,0 +1,67 @@
+"""The sparse-attention results of record as a Markdown table: one row per decode scenario of
+tools/bench_attn.py runs (their bench_attn.json), each run's µs, vLLM's, and each target judged
+on the worst run (the largest ratio to vLLM, the smallest share of the copy rate).
+
+    python3 tools/attn_report.py RUN_A/bench_attn.json RUN_B/bench_attn.json
+
+docs/PERFORMANCE.md holds this output below a line naming the command; tests/test_docs.py
+checks that the two agree.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+MIN_ROWS = 32  # the copy-rate target is judged from this many rows up (tools/targets.py)
+
+
+def _label(row) -> str:
+    hq, hkv, r, ctx, q = row
+    return f"{hq}/{hkv}, R{r}, {ctx // 1024}k, Q{q}"
+
+
+def _share(res):
+    """Share of the copy rate a run's row reached: of the larger of the 4.3 TB/s floor and a
+    plain read of the same bytes (older runs have only the floor)."""
+    return res.get("share_of_read", res["share_of_floor"])
+
+
+def table(paths) -> str:
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            runs.append({tuple(r["row"]): r for r in json.load(f)["rows"] if "us" in r})
+    names = "".join(f" ours µs ({chr(ord('A') + i)}) |" for i in range(len(runs)))
+    lines = [f"| Hq/Hkv, R, context, Q |{names} vLLM µs | ours / vLLM (worst) | share of copy "
+             f"rate (worst) | step µs (A) = indexer + attention as two calls |",
+             "|---|" + "---|" * len(runs) + "---|---|---|---|"]
+    ahead = shares_ok = shares = 0
+    for row in runs[0]:
+        got = [run[row] for run in runs if row in run]
+        if len(got) != len(runs):
+            continue
+        vllm = got[0]["vllm_us"]
+        ratio = max(r["us"] for r in got) / vllm
+        ahead += ratio <= 1.0
+        T = row[2] * row[4]
+        share = "–"
+        if T >= MIN_ROWS:
+            worst = min(_share(r) for r in got)
+            shares += 1
+            shares_ok += worst >= 0.8
+            share = f"{100 * worst:.0f} %"
+        step = got[0].get("step")
+        step = "–" if not step else (f"{step['step']:.1f} ({step['indexer']:.1f} + "
+                                     f"{step['attention']:.1f})")
+        lines.append(f"| {_label(row)} |" + "".join(f" {r['us']:.1f} |" for r in got)
+                     + f" {vllm} | {ratio:.2f} | {share} | {step} |")
+    lines.append("")
+    lines.append(f"At or below vLLM on every run: {ahead} of {len(lines) - 3} rows; at ≥ 80 % of "
+                 f"the copy rate on every run: {shares_ok} of {shares} rows.")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    print(table(sys.argv[1:]))
