@@ -6,6 +6,8 @@ ahead or the copy rate is missed. The variants' outputs are wrong by design: tim
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
+    python3 tools/attn_ablation.py OUTDIR --variants base,splits_last --rows grids --table
+        # chosen variants, the rows of several-wave grids, each at its table launch
 """
 import importlib.util
 import json
@@ -32,13 +34,18 @@ VARIANTS = {
     # the last arrival does not merge (the output is wrong: timing only)
     "no_merge": [("        if arrived == SPLITS - 1:", "        if arrived == -12345:")],
     # no arrival atomic, no merge
-    "no_atomic": [("        arrived = tl.atomic_add(counter_ptr + pid, 1, sem=\"acq_rel\", "
-                   "scope=\"gpu\")", "        arrived = pid * 0 - 1")],
+    "no_atomic": [("        arrived = tl.atomic_add(counter_ptr + share, 1, sem=\"acq_rel\", "
+                   "scope=\"gpu\")", "        arrived = share * 0 - 1")],
     # no K/V memory traffic (zeros instead of the cache)
     "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
                "    k = tl.zeros([_BLOCK, D], q.dtype)\n", 1),
               ("    v = tl.load(base + v_off + kv_offs).to(q.dtype)\n",
                "    v = tl.zeros([_BLOCK, D], q.dtype)\n", 1)],
+    # the splits as the slowest grid axis (as before 2026-12-01): every row's last split
+    # starts in the last wave (a correct kernel: compare times)
+    "splits_last": [("    split = tl.program_id(0) % SPLITS\n    share = tl.program_id(0) // SPLITS",
+                     "    split = tl.program_id(0) // (num_kv_heads * num_rows * HS)\n"
+                     "    share = tl.program_id(0) % (num_kv_heads * num_rows * HS)")],
     # the block table is the identity (one dependent load less)
     "no_table": [("    pages = tl.load(table_row_ptr + ids, mask=usable, other=-1)",
                   "    pages = tl.where(usable, ids, -1)")],
@@ -60,15 +67,28 @@ def build(name, edits):
     return mod
 
 
+def option(name):
+    """The value after ``name`` on the command line, or None."""
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
+
+
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     from bench_attn import make_case
+    from generated import sparse_attention
     dev = "cpu" if SMOKE else "cuda"
-    mods = {n: build(n, e) for n, e in VARIANTS.items()}
+    wanted = option("--variants")  # e.g. base,splits_last
+    variants = {n: e for n, e in VARIANTS.items()
+                if wanted is None or n in wanted.split(",")}
+    mods = {n: build(n, e) for n, e in variants.items()}
     rows = [(16, 1, 2, 1024, 1)] if SMOKE else [
         (32, 2, 1, 8192, 1), (32, 2, 1, 8192, 4), (64, 4, 1, 32768, 1), (8, 1, 1, 32768, 1),
         (32, 2, 8, 32768, 1), (32, 2, 32, 32768, 1), (16, 1, 32, 32768, 1)]
+    if option("--rows") == "grids":  # the rows whose grids span several waves
+        rows = [(32, 2, 8, 32768, 1), (32, 2, 32, 32768, 1), (16, 1, 32, 32768, 1),
+                (8, 1, 32, 32768, 1), (32, 2, 8, 131072, 4), (32, 2, 1, 8192, 4),
+                (32, 2, 64, 32768, 1)]
     launches = [dict(splits=s, num_warps=w, num_stages=st) for s, w, st in
                 (((4, 4, 2),) if SMOKE else
                  ((16, 8, 2), (16, 4, 2), (8, 4, 2), (4, 4, 3), (2, 4, 3)))]
@@ -81,6 +101,12 @@ def main():
                                                       "seq_lens"))
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=dev)
         calls = {"empty kernel": lambda: common.launch_empty(dummy)}
+        if "--table" in sys.argv:  # the launch the dispatch table takes for the row
+            hw = common.detected_hardware(SMOKE)
+            row_launch = sparse_attention.explain_sparse_attn(
+                "decode", hw, "bf16", "bf16", "none", Hq // Hkv, q.shape[2], R * Q * Hkv)
+            launches = [{k: row_launch[k] for k in ("splits", "kv_tile", "head_split",
+                                                    "num_warps", "num_stages")}]
         for launch in launches:
             for name, mod in mods.items():
                 run = mod.prepare_sparse_attn(
@@ -105,7 +131,7 @@ def main():
         for launch in launches:
             tag = f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
             print("   " + tag + ": " + "  ".join(f"{n} {med[tag + ' ' + n]:.2f}"
-                                                  for n in VARIANTS), flush=True)
+                                                  for n in variants), flush=True)
         res.append({"row": list(row), "us": med})
         with open(os.path.join(out_dir, "attn_ablation.json"), "w") as f:
             json.dump(res, f, indent=1)
