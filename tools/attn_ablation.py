@@ -6,7 +6,7 @@ ahead or the copy rate is missed. The variants' outputs are wrong by design: tim
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
-    python3 tools/attn_ablation.py OUTDIR --variants base,splits_last --rows grids --table
+    python3 tools/attn_ablation.py OUTDIR --variants base,splits_first --rows grids --table
         # chosen variants, the rows of several-wave grids, each at its table launch
 """
 import importlib.util
@@ -34,18 +34,23 @@ VARIANTS = {
     # the last arrival does not merge (the output is wrong: timing only)
     "no_merge": [("        if arrived == SPLITS - 1:", "        if arrived == -12345:")],
     # no arrival atomic, no merge
-    "no_atomic": [("        arrived = tl.atomic_add(counter_ptr + share, 1, sem=\"acq_rel\", "
-                   "scope=\"gpu\")", "        arrived = share * 0 - 1")],
+    "no_atomic": [("        arrived = tl.atomic_add(counter_ptr + pid, 1, sem=\"acq_rel\", "
+                   "scope=\"gpu\")", "        arrived = pid * 0 - 1")],
     # no K/V memory traffic (zeros instead of the cache)
     "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
                "    k = tl.zeros([_BLOCK, D], q.dtype)\n", 1),
               ("    v = tl.load(base + v_off + kv_offs).to(q.dtype)\n",
                "    v = tl.zeros([_BLOCK, D], q.dtype)\n", 1)],
-    # the splits as the slowest grid axis (as before 2026-12-01): every row's last split
-    # starts in the last wave (a correct kernel: compare times)
-    "splits_last": [("    split = tl.program_id(0) % SPLITS\n    share = tl.program_id(0) // SPLITS",
-                     "    split = tl.program_id(0) // (num_kv_heads * num_rows * HS)\n"
-                     "    share = tl.program_id(0) % (num_kv_heads * num_rows * HS)")],
+    # one grid axis with the splits fastest (a row's splits start together; a correct
+    # kernel: compare times). Measured neutral on 2026-12-01 (GPU-0621aea7: −0.4 to +0.3 µs)
+    "splits_first": [("    pair = tl.program_id(0) // HS\n",
+                      "    split = tl.program_id(0) % SPLITS\n"
+                      "    share = tl.program_id(0) // SPLITS\n    pair = share // HS\n"),
+                     ("    split = tl.program_id(1)\n", ""),
+                     ("    head = g * G + tl.program_id(0) % HS * GH + lane",
+                      "    head = g * G + share % HS * GH + lane"),
+                     ("        pid = tl.program_id(0)\n", "        pid = share\n"),
+                     ("(T * Hkv * HS, splits),", "(T * Hkv * HS * splits,),")],
     # the block table is the identity (one dependent load less)
     "no_table": [("    pages = tl.load(table_row_ptr + ids, mask=usable, other=-1)",
                   "    pages = tl.where(usable, ids, -1)")],
@@ -78,7 +83,7 @@ def main():
     from bench_attn import make_case
     from generated import sparse_attention
     dev = "cpu" if SMOKE else "cuda"
-    wanted = option("--variants")  # e.g. base,splits_last
+    wanted = option("--variants")  # e.g. base,splits_first
     variants = {n: e for n, e in VARIANTS.items()
                 if wanted is None or n in wanted.split(",")}
     mods = {n: build(n, e) for n, e in variants.items()}
