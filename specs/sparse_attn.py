@@ -42,8 +42,9 @@ BLOCK = dict(CONSTANTS)["SPARSE_BLOCK_SIZE"]  # keys per listed block (one cache
 SPECS = [
     Variant(name="sparse_attn_split", template="sparse_attn.py.j2", output="sparse_attn.py",
             **COMMON,
-            doc="attention over listed blocks: grid (T · Hkv, splits), G query heads per "
-                "program, online softmax; several splits merge exactly by log-sum-exp",
+            doc="attention over listed blocks: grid (T · Hkv · head_split, splits), G / "
+                "head_split query heads per program, online softmax; several splits merge "
+                "exactly by log-sum-exp",
             tensors=(Q, KV, TOPK_IDX, BLOCK_TABLE, OUTPUT),
             params=(Param(name="splits", kind="int", pow2=True, maximum=MAX_TOPK,
                           doc="contiguous shares of the tiles of each row's block list"),

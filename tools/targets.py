@@ -69,7 +69,9 @@ PREFILL_STREAM_RATIO = 0.5
 # issue 21: vLLM's common Triton sparse attention (decode), bf16 q and KV, cache
 # [pages, 2, 128, Hkv, D], D 128, topk 16 (own block + 15 earlier), PDL on, measured beside ours
 # on H200s: (Hq, Hkv, R, context, Q) -> µs. Ours: at or below these, and from ATTN_MIN_ROWS rows
-# up at least ATTN_FLOOR_SHARE of the copy rate on the KV bytes a row must read.
+# up at least ATTN_FLOOR_SHARE of the copy rate on the KV bytes the rows list (topk blocks per
+# row and KV head): the larger of those bytes at ATTN_COPY_TBPS and a plain read of as many
+# distinct bytes timed the same way (tools/bench_attn.py).
 ISSUE21 = "issue 21"
 VLLM_ATTN_US = {
     (32, 2, 1, 8192, 1): 9.8,
