@@ -296,7 +296,7 @@ def main(argv=None) -> int:
                                    "dispatcher matches (variant, launch parameters, spec line); "
                                    "`codegen explain VARIANT` prints a variant, its file and the "
                                    "rules that select it. Example: codegen explain router_gemm "
-                                   "hardware=sm_90 shape=6144x128 num_tokens=4. Outside a "
+                                   "hardware=sm_90 shape=6144x128 x_dtype=bf16 num_tokens=4. Outside a "
                                    "checkout without --specs it reads the installed generated "
                                    "tables.")
     p.add_argument("target", help="policy or variant name")

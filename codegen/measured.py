@@ -109,7 +109,9 @@ ATTN_INPUT_KINDS = {"q_dtype": "name", "kv_dtype": "name", "scales": "name", "gr
                     "head_dim": "count"}
 ATTN_INPUTS = tuple(ATTN_INPUT_KINDS)
 TABLES = {
-    "router_gemm": Layout(("shape", "num_tokens"), "kernel", values={"shape": "pair"},
+    # keyed by the hidden states' dtype too (a bf16 x moves half the bytes of an fp32 one)
+    "router_gemm": Layout(("shape", "x_dtype", "num_tokens"), "kernel",
+                          values={"shape": "pair", "x_dtype": "name"},
                           open_ended=False),  # a shape's rows end at its token cap
     "index_score": Layout(SCORE_INPUTS + ("max_q", "max_block", "num_reqs"), "variant",
                           values=SCORE_INPUT_KINDS),

@@ -309,7 +309,8 @@ def test_router_splitk_row_splits_the_rule(spec_copy):
     reg = registry.load(str(spec_copy))
     rows = [r for r in reg.tables["router_gemm"]
             if r.conds[0] == ("generic",) and r.conds[1] == ((3072, 256),)]
-    assert [(r.conds[2].lo, r.conds[2].hi, r.variant) for r in rows] == [
+    assert all(r.conds[2] is None for r in rows)  # hand-written rows serve every x dtype
+    assert [(r.conds[3].lo, r.conds[3].hi, r.variant) for r in rows] == [
         (1, 4, "router_gemm_k3072_n256"), (5, 16, "router_gemm_k3072_n256"),
         (17, 32, "router_gemm_splitk_k3072_n256")]
     assert dict(rows[-1].params) == dict(block_m=32, block_n=16, block_k=128, split_k=8,
@@ -448,9 +449,9 @@ def test_dispatch_miss_is_a_clear_error():
     import generated
 
     with pytest.raises(ValueError, match=r"shape: \(1, 2\) is outside the supported domain"):
-        generated.dispatch.ROUTER_GEMM.lookup("sm_90", (1, 2), 1)
+        generated.dispatch.ROUTER_GEMM.lookup("sm_90", (1, 2), "bf16", 1)
     with pytest.raises(ValueError, match="num_tokens: 33 is outside the supported domain"):
-        generated.dispatch.ROUTER_GEMM.lookup("sm_90", (6144, 128), 33)
+        generated.dispatch.ROUTER_GEMM.lookup("sm_90", (6144, 128), "bf16", 33)
     # Inside the domain every point has a row (proved); a hand-made table shows the miss message.
     table = generated.dispatch.Table("toy", ("n",), (generated.dispatch.Range(1, 9),), ())
     with pytest.raises(LookupError, match="no row for n=3.*codegen regenerate"):
@@ -484,7 +485,8 @@ def test_list_prints_every_variant(capsys):
 
 
 def test_explain_policy_text_and_json(capsys):
-    argv = ["explain", "router_gemm", "hardware=gfx950", "shape=6144x128", "num_tokens=20"]
+    argv = ["explain", "router_gemm", "hardware=gfx950", "shape=6144x128", "x_dtype=fp32",
+            "num_tokens=20"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "variant: router_gemm_k6144_n128" in out and "specs/router_gemm.py" in out
@@ -492,7 +494,7 @@ def test_explain_policy_text_and_json(capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["params"] == {"block_m": 4, "block_k": 2048, "num_warps": 8, "num_stages": 1}
     import generated
-    same = generated.explain_router_gemm(6144, 128, 20, "gfx950")
+    same = generated.explain_router_gemm(6144, 128, 20, "gfx950", "fp32")
     assert same["rule"] == info["rule"] and same["block_k"] == 2048
 
 
@@ -561,7 +563,7 @@ def test_generated_messages_show_ranges_as_lo_dot_dot_hi():
     Range = generated.dispatch.Range
     assert (str(Range(1, 8)), str(Range(0, None)), str(Range(3, 3))) == ("1..8", "≥ 0", "3")
     with pytest.raises(ValueError) as info:
-        generated.dispatch.ROUTER_GEMM.lookup("sm_90", (6144, 128), 33)
+        generated.dispatch.ROUTER_GEMM.lookup("sm_90", (6144, 128), "bf16", 33)
     assert "outside the supported domain 1..32 " in str(info.value), info.value
     inputs, _ = make_decode_inputs(1, 1, [5])
     with pytest.raises(ValueError) as info:

@@ -175,7 +175,7 @@ def test_bf16_weight_router_has_rows_up_to_its_cap(hw):
         generated.explain_router_gemm(K_BF16W, N_BF16W, CAP + 1, hw)
     with pytest.raises(ValueError, match="^num_tokens: the \\(7168, 896\\) router GEMM serves "
                                          "at most 9 tokens"):
-        generated.dispatch.ROUTER_GEMM.lookup(hw, (K_BF16W, N_BF16W), CAP + 1)
+        generated.dispatch.ROUTER_GEMM.lookup(hw, (K_BF16W, N_BF16W), "bf16", CAP + 1)
 
 
 def test_bf16_weight_router_cap_and_fallback():

@@ -35,10 +35,12 @@ def _line_of(text: str, needle: str) -> int:
 with open(SM90, encoding="utf-8") as _f:
     _TEXT = _f.read()
 FIRST_RUN = re.search(r'"us": \{"R1 Q1 mb64": \{"([^"]+)"', _TEXT).group(1)
-SPLITK = re.search(r'"shape": \[(\d+), (\d+)\], "num_tokens": \[(\d+), (\d+)\], "kernel": '
-                   r'"splitk", "params": \{"block_k": (\d+), [^}]*"split_k": (\d+)', _TEXT)
-_K, _N, _LO, _HI, _BK, _ = SPLITK.groups()
-SPLITK_MESSAGE = (f"(router_gemm row sm_90: shape {_K}x{_N}, num_tokens {_LO}..{_HI}): spec "
+SPLITK = re.search(r'"shape": \[(\d+), (\d+)\], "x_dtype": "(\w+)", "num_tokens": \[(\d+), '
+                   r'(\d+)\], "kernel": "splitk", "params": \{"block_k": (\d+), [^}]*'
+                   r'"split_k": (\d+)', _TEXT)
+_K, _N, _X, _LO, _HI, _BK, _ = SPLITK.groups()
+SPLITK_MESSAGE = (f"(router_gemm row sm_90: shape {_K}x{_N}, x_dtype {_X}, num_tokens "
+                  f"{_LO}..{_HI}): spec "
                   f"'RouterGemmShape router_gemm_k{_K}_n{_N}', field 'launch.sm_90.split_k': "
                   f"bucket {_LO}..{_HI}, kernel='splitk': block_k·split_k = {_BK}·7 = "
                   f"{7 * int(_BK)} does not divide hidden_size {_K}")
@@ -117,8 +119,10 @@ SECOND_LABEL = f"(index_score row sm_90: {BF16_LABEL}, max_q 1, max_block 0..64,
      "the file of target 'sm_91' must be named sm_91.json"),
     ('"vendor": "nvidia"', '"vendor": "nvidia", "vendor": "amd"', '"hardware"', "", "vendor",
      "key given twice"),
-    ('"shape": [4096, 8], "num_tokens": [1, 1]', '"shape": [4096, 8], "num_tokens": [1, 1],',
-     '"shape": [4096, 8], "num_tokens": [1, 1]', "", None, "not valid JSON"),
+    ('"shape": [4096, 8], "x_dtype": "bf16", "num_tokens": [1, 1]',
+     '"shape": [4096, 8], "x_dtype": "bf16", "num_tokens": [1, 1],',
+     '"shape": [4096, 8], "x_dtype": "bf16", "num_tokens": [1, 1]', "", None,
+     "not valid JSON"),
 ], ids=["unknown-key", "gap", "overlap", "float-param", "unknown-run", "source", "inputs-type",
         "file-name", "duplicate-key", "bad-json"])
 def test_errors_name_file_line_row_and_rule(text, old, new, at, label, field, rule):
@@ -151,7 +155,7 @@ def spec_copy(tmp_path):
                    '"kv_chunks": 48', FIRST_SCORE,
      FIRST_LABEL + ": spec 'Rule', field 'params.kv_chunks': must be a power of two, got 48"),
     # a router tile rule of the family (split-K: block_k·split_k must divide hidden_size)
-    (SPLITK.group(0), SPLITK.group(0)[:-len(SPLITK.group(6))] + "7",
+    (SPLITK.group(0), SPLITK.group(0)[:-len(SPLITK.group(7))] + "7",
      SPLITK.group(0).split(', "kernel"')[0],
      SPLITK_MESSAGE),
 ], ids=["param-range", "router-tile"])
@@ -210,15 +214,15 @@ def test_a_group_covers_every_request_count(text, old, new, rule):
 
 def test_explain_and_dispatch_name_the_measured_row(capsys):
     assert cli.main(["explain", "router_gemm", "hardware=sm_90", "shape=6144x128",
-                     "num_tokens=12", "--json"]) == 0
+                     "x_dtype=bf16", "num_tokens=12", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     with open(SM90, encoding="utf-8") as f:
-        line = _line_of(f.read(), '"shape": [6144, 128], "num_tokens": [9, 16]')
+        line = _line_of(f.read(), '"shape": [6144, 128], "x_dtype": "bf16", "num_tokens": [9, 16]')
     assert info["where"] == (f"specs/measured/sm_90.json:{line} (router_gemm row sm_90: shape "
-                             f"6144x128, num_tokens 9..16)")
+                             f"6144x128, x_dtype bf16, num_tokens 9..16)")
     assert info["measured_row"]["source"] == "measured"
     row = next(r for r in measured.load_file(SM90).rows("router_gemm")
-               if r.when == {"shape": (6144, 128), "num_tokens": (9, 16)})
+               if r.when == {"shape": (6144, 128), "x_dtype": "bf16", "num_tokens": (9, 16)})
     assert info["measured_row"]["measured"]["winner"]["us"]["M16 bf16"] == \
         row.measured["winner"]["us"]["M16 bf16"]
     with open(os.path.join(ROOT, "generated", "DISPATCH.md"), encoding="utf-8") as f:

@@ -437,25 +437,31 @@ def test_unknown_hardware_rejected():
 # -------------------------------------------------------------------------------------------
 
 
+X_DTYPES = ("bf16", "fp32")
+
+
 def _row_points(row):
-    hws, shapes, tokens = row.conds
+    hws, shapes, x_dtypes, tokens = row.conds
     hws = HARDWARE if hws is None else hws
     shapes = SPEC_SHAPES if shapes is None else shapes
+    x_dtypes = X_DTYPES if x_dtypes is None else x_dtypes
     lo = 1 if tokens is None else tokens.lo
     hi = MAX_TOKENS if tokens is None or tokens.hi is None else min(tokens.hi, MAX_TOKENS)
-    return [(hw, shape, m) for hw in hws for shape in shapes for m in range(lo, hi + 1)]
+    return [(hw, shape, dt, m) for hw in hws for shape in shapes for dt in x_dtypes
+            for m in range(lo, hi + 1)]
 
 
 def _row_id(row):
-    hws, shapes, tokens = row.conds
+    hws, shapes, x_dtypes, tokens = row.conds
     hw = "any" if hws is None else "+".join(hws)
     sh = "any" if shapes is None else "+".join(shape_id(s) for s in shapes)
+    dt = "any" if x_dtypes is None else "+".join(x_dtypes)
     tk = "any" if tokens is None else f"M{tokens.lo}-{tokens.hi}"
-    return f"r{row.index:02d}-{hw}-{sh}-{tk}"
+    return f"r{row.index:02d}-{hw}-{sh}-{dt}-{tk}"
 
 
 def test_table_axes():
-    assert TABLE.axes == ("hardware", "shape", "num_tokens")
+    assert TABLE.axes == ("hardware", "shape", "x_dtype", "num_tokens")
 
 
 def test_table_covers_domain_exactly_once():
@@ -463,18 +469,33 @@ def test_table_covers_domain_exactly_once():
     the region outside the domain (variant None) that rejects them."""
     for hw in HARDWARE:
         for shape in SPEC_SHAPES + BF16_WEIGHT_SHAPES:
-            for m in range(1, MAX_TOKENS + 1):
-                hits = [r.index for r in TABLE.rows
-                        if all(c is None or v in c for c, v in zip(r.conds, (hw, shape, m)))]
-                assert len(hits) == 1, (hw, shape, m, hits)
+            for dt in X_DTYPES:
+                for m in range(1, MAX_TOKENS + 1):
+                    hits = [r.index for r in TABLE.rows
+                            if all(c is None or v in c
+                                   for c, v in zip(r.conds, (hw, shape, dt, m)))]
+                    assert len(hits) == 1, (hw, shape, dt, m, hits)
+
+
+def test_x_dtypes_take_their_own_rows():
+    """The measured target keys its rows by the hidden states' dtype: a call takes its dtype's
+    row (explained and launched alike), and an unknown dtype name is refused by name."""
+    differ = [(K, N, m) for K, N in SPEC_SHAPES for m in range(1, MAX_TOKENS + 1)
+              if explain_router_gemm(K, N, m, "sm_90", "bf16")["rule"]
+              != explain_router_gemm(K, N, m, "sm_90", "fp32")["rule"]]
+    assert differ
+    assert explain_router_gemm(6144, 128, 4, "sm_90") == \
+        explain_router_gemm(6144, 128, 4, "sm_90", "bf16")
+    with pytest.raises(ValueError, match="^x_dtype"):
+        explain_router_gemm(6144, 128, 4, "sm_90", "fp16")
 
 
 @pytest.mark.parametrize("row", [r for r in TABLE.rows if r.variant is not None], ids=_row_id)
 def test_explain_returns_row_params(row):
     points = _row_points(row)
     assert points
-    for hw, (K, N), m in points:
-        info = explain_router_gemm(K, N, m, hw)
+    for hw, (K, N), dt, m in points:
+        info = explain_router_gemm(K, N, m, hw, dt)
         kind = ROUTER_GEMM_KERNELS[row.variant]
         want = ROUTER_GEMM_SPLITK_SHAPES if kind == "splitk" else ROUTER_GEMM_SHAPES
         assert info["variant"] == row.variant == want[(K, N)]
@@ -571,7 +592,7 @@ def _interpreted_once(cases):
     loop bounds and masks, which the reference cases cover at every shape)."""
     seen, first = set(), set()
     for hw, shape, bucket, dtype_name in cases:
-        row = TABLE.lookup(hw, shape, BUCKET_M[bucket])
+        row = TABLE.lookup(hw, shape, dtype_name, BUCKET_M[bucket])
         computation = (ROUTER_GEMM_KERNELS[row.variant], dtype_name, tuple(sorted(
             (k, v) for k, v in row.params.items() if k not in ("num_warps", "num_stages"))))
         if computation not in seen:
@@ -595,7 +616,7 @@ def test_forced_hardware_launch(hw, shape, bucket, dtype_name, kernel_spy):
     if kernel_spy.execute:
         ref = check_logits(out, x, w)
         check_topk(out, ref, topk_k(shape))
-    row = TABLE.lookup(hw, shape, M)
+    row = TABLE.lookup(hw, shape, dtype_name, M)
     p = row.params
     assert len(kernel_spy.calls) == 1
     assert kernel_spy.kinds == [ROUTER_GEMM_KERNELS[row.variant]]
@@ -605,7 +626,7 @@ def test_forced_hardware_launch(hw, shape, bucket, dtype_name, kernel_spy):
         assert kwargs["BLOCK_N"] == p["block_n"] and kwargs["SPLIT_K"] == p["split_k"]
     else:
         assert grid == (-(-M // p["block_m"]) * N,)
-    assert grid == explain_router_gemm(K, N, M, hw)["launch_grid"]
+    assert grid == explain_router_gemm(K, N, M, hw, dtype_name)["launch_grid"]
     assert kwargs["BLOCK_M"] == p["block_m"] and kwargs["BLOCK_K"] == p["block_k"]
     assert kwargs["num_warps"] == p["num_warps"] and kwargs["num_stages"] == p["num_stages"]
     assert kwargs["HIDDEN_SIZE"] == K and kwargs["NUM_EXPERTS"] == N
@@ -621,7 +642,7 @@ def test_default_hardware_is_detected(kernel_spy):
     hw = _rt.detect_hardware(x.device)
     if not HAS_CUDA:
         assert hw == "generic"
-    info = explain_router_gemm(4096, 8, 6, hw)
+    info = explain_router_gemm(4096, 8, 6, hw, "fp32")
     (grid, kwargs), = kernel_spy.calls
     assert kernel_spy.kinds == [info["kernel"]]
     assert grid == info["launch_grid"] and kwargs["BLOCK_M"] == info["block_m"]
@@ -685,7 +706,8 @@ def test_router_gemm_dispatches_splitk_rows(monkeypatch, kernel_spy):
     K, N, M = 3072, 256, 17
     params = dict(block_m=32, block_n=32, block_k=64, split_k=4, tf32x3=False, num_warps=4,
                   num_stages=2)
-    row = Row(0, (None, None, None), ROUTER_GEMM_SPLITK_SHAPES[(K, N)], params, "test", "")
+    row = Row(0, (None, None, None, None), ROUTER_GEMM_SPLITK_SHAPES[(K, N)], params, "test",
+              "")
     monkeypatch.setattr(_mod, "_TABLE", Table("router_gemm", TABLE.axes, TABLE.domains, (row,)))
     x, w = make_inputs(K, N, M, torch.bfloat16, seed=seed_of("dispatch-splitk"))
     out = router_gemm(x, w, hardware="sm_90")
@@ -782,7 +804,8 @@ def test_router_logits_kernel_path(shape, M, dtype_name, direct, no_linear, kern
     assert info["path"] == "kernel"
     assert info["variant"] in (ROUTER_GEMM_SHAPES[shape], ROUTER_GEMM_SPLITK_SHAPES[shape])
     assert info == {"path": "kernel", "reason": info["reason"],
-                    **explain_router_gemm(K, N, M, _rt.detect_hardware(x.device))}
+                    **explain_router_gemm(K, N, M, _rt.detect_hardware(x.device),
+                                          dtype_name)}
     out = torch.ops.kspec.router_logits(x, w)
     check_logits(out, x, w)
     assert len(kernel_spy.calls) == 1

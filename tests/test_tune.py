@@ -254,10 +254,11 @@ def test_space_takes_its_facts_from_the_registry(reg, sm90):
         for kernel, params in cands:
             name = f"router_gemm{'_splitk' if kernel == 'splitk' else ''}_k6144_n128"
             reg.variants[name].check_params(reg.variants[name], "params", params)
-        bucket = {"shape": shape, "num_tokens": (lo, hi)}
         keys = {key(*c) for c in cands}
-        assert key(*sm90.default("router_gemm", bucket)) in keys
-        assert key(*sm90.current("router_gemm", bucket)) in keys
+        for x_dtype in ("bf16", "fp32"):  # both x dtypes' rows compete
+            bucket = sm90.router_bucket(shape, lo, hi, x_dtype)
+            assert key(*sm90.default("router_gemm", bucket)) in keys
+            assert key(*sm90.current("router_gemm", bucket)) in keys
     for point in sm90.decode_points([131072]):
         for variant, params in sm90.scorer_candidates_at(*point) + \
                 sm90.selector_candidates_at(*point):
@@ -314,12 +315,12 @@ def test_measure_and_choose_find_the_fake_optimum(sm90):
     assert all(c["rounds"] and len(c["rounds"]) == 2 for c in timed)
     rows, report, labels = choose.choose([run], sm90)
     assert labels == ["GPU-a"] and not any(line.startswith("  keep") for line in report)
-    by = {json.dumps({a: v for a, v in r.items() if a in ("shape", "num_tokens", "max_q",
-                                                          "max_block", "num_reqs",
+    by = {json.dumps({a: v for a, v in r.items() if a in ("shape", "x_dtype", "num_tokens",
+                                                          "max_q", "max_block", "num_reqs",
                                                           "rows_x_heads")}): r for r in rows}
-    # router: 2 token buckets; scorer: 4 request buckets × 2 Qmax buckets; selector: the rows ·
-    # heads buckets of R·Q ∈ {1, 4, 16, 64, 256}
-    assert len(by) == len(rows) == 2 + 4 * 2 + 5
+    # router: 2 token buckets × 2 x dtypes; scorer: 4 request buckets × 2 Qmax buckets;
+    # selector: the rows · heads buckets of R·Q ∈ {1, 4, 16, 64, 256}
+    assert len(by) == len(rows) == 2 * 2 + 4 * 2 + 5
     for row in rows:
         p = row["params"]
         if "shape" in row:
@@ -583,8 +584,8 @@ def test_a_new_target_is_written_and_loads(reg, spec_copy):
     hw, declared = target.target_of(facts("NVIDIA B200", (10, 0)), reg.hardware)
     assert (hw.name, declared, hw.aliases) == ("sm_100", False, ("sm100", "b200"))
     space = Space(reg, hw, sms=148, quick=True)
-    assert not space.measured_here and space.current("router_gemm", {
-        "shape": (6144, 128), "num_tokens": (1, 1)}) is None
+    assert not space.measured_here and space.current(
+        "router_gemm", space.router_bucket((6144, 128), 1, 1, "bf16")) is None
     run = fake_run(space, FakeDevice(), {"router", "decode"}, shapes=[(6144, 128)],
                    contexts=[131072])
     rows, _, labels = choose.choose([run], space)
@@ -623,14 +624,15 @@ def test_retuning_one_half_keeps_the_other(sm90, spec_copy, capsys):
         tmp.write_text(json.dumps(run))
     assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
     out = capsys.readouterr().out
-    assert "wrote" in out and "router_gemm shape 4096x8, num_tokens 1:" in out
+    assert "wrote" in out and "router_gemm shape 4096x8, x_dtype bf16, num_tokens 1:" in out
     after = measured.load_file(str(path))
     for table in ("index_score", "index_topk"):
         assert _rows_text(path, table) == before[table]
     new_router = [r for r in after.rows("router_gemm") if r.source == "measured"
                   and "'GPU-a'" in str(r.measured)]
     assert {r.when["shape"] for r in new_router} == {(4096, 8)}
-    assert all(set(r.measured["winner"]["us"]["M1 bf16"]) == {"GPU-a", "GPU-b"}
+    assert {r.when["x_dtype"] for r in new_router} == {"bf16", "fp32"}
+    assert all(set(r.measured["winner"]["us"][f"M1 {r.when['x_dtype']}"]) == {"GPU-a", "GPU-b"}
                for r in new_router if r.when["num_tokens"] == (1, 1))
     runs_before = set(measured.read(SM90)["provenance"]["runs"])
     assert runs_before | {"GPU-a", "GPU-b"} == set(after.provenance["runs"])
@@ -711,7 +713,7 @@ def test_measure_command_records_a_run_choose_accepts(sm90, tmp_path):
     assert run["run"]["machine"] == "box-b"
     assert {p["buckets"][0]["shape"] == [4096, 8] for p in run["points"]} == {True}
     rows, _, labels = choose.choose([run], sm90)
-    assert labels == ["box-b"] and len(rows) == 2
+    assert labels == ["box-b"] and len(rows) == 2 * 2  # two token buckets × two x dtypes
 
 
 def test_warm_up_groups_cover_each_compile_once(sm90):

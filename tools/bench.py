@@ -418,7 +418,8 @@ def run_router(args, generated, device, bw, empty_us, reps):
                 row["w_read_splits"] = w_read_t["splits"]
                 try:
                     info = generated.explain_router_gemm(K, N, m,
-                                                         common.detected_hardware(args.smoke))
+                                                         common.detected_hardware(args.smoke),
+                                                         DTYPE_KEYS[dt])
                     row["launch"] = {k: info.get(k) for k in (
                         "kernel", "variant", "block_m", "block_n", "block_k", "split_k",
                         "num_warps", "num_stages", "hardware") if k in info}

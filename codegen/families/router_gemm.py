@@ -79,13 +79,14 @@ def _is_measured(table) -> bool:
 
 
 def launch_rows(shape, table) -> list:
-    """(lo, hi, params with ``kernel``, location) of one hardware's launch table: a hand-written
-    Buckets (every row at the shape's spec line) or a measured target's rows (each at its own
-    data-file row)."""
+    """(lo, hi, params with ``kernel``, location, x dtype or None for every one) of one
+    hardware's launch table: a hand-written Buckets (every row at the shape's spec line, for
+    every x dtype) or a measured target's rows (each at its own data-file row, for the x dtype
+    it was measured with)."""
     if isinstance(table, Buckets):
-        return [(lo, hi, params, shape.loc) for lo, hi, params in table.rows]
-    return [(*row.when["num_tokens"], {"kernel": row.choice, **row.params}, row.loc)
-            for row in table]
+        return [(lo, hi, params, shape.loc, None) for lo, hi, params in table.rows]
+    return [(*row.when["num_tokens"], {"kernel": row.choice, **row.params}, row.loc,
+             row.when["x_dtype"]) for row in table]
 
 
 @spec_class
@@ -145,7 +146,7 @@ class RouterGemmShape:
                 _fail_at(self, self.loc, f"launch.{hw}",
                          "must be Buckets(axis='num_tokens', rows=...) or a measured target's "
                          "router_gemm rows")
-            for lo, hi, params, loc in launch_rows(self, table):
+            for lo, hi, params, loc, _ in launch_rows(self, table):
                 kernel = row_kernel(params)
                 if kernel not in KERNELS:
                     _fail_at(self, loc, f"launch.{hw}.kernel",
@@ -267,7 +268,7 @@ def expand(specs: tuple, hardware: dict):
                            ("NUM_EXPERTS", shape.num_experts), ("KERNEL", kernel)),
                 params=params, **common))
         for hw, table in sorted(shape.launch.items()):
-            rows = sorted(launch_rows(shape, table), key=lambda r: r[0])
+            rows = sorted(launch_rows(shape, table), key=lambda r: (r[4] or "", r[0]))
             if isinstance(table, Buckets):
                 # one Rule per run of consecutive buckets that use the same kernel
                 runs = [(tuple(run), shape.loc, table.loc) for _, run in
@@ -277,7 +278,7 @@ def expand(specs: tuple, hardware: dict):
             for run, loc, table_loc in runs:
                 kernel = row_kernel(run[0][2])
                 if kernel == SPLITK:
-                    for lo, hi, params, row_loc in run:
+                    for lo, hi, params, row_loc, _ in run:
                         top = cap if hi is None else min(hi, cap)
                         bm = params.get("block_m")
                         if isinstance(bm, int) and bm < top:
@@ -287,8 +288,12 @@ def expand(specs: tuple, hardware: dict):
                                      f"block_m must cover the bucket's largest token count)")
                 by = Buckets(axis="num_tokens", loc=table_loc,
                              rows=tuple((lo, hi, {k: v for k, v in p.items() if k != "kernel"})
-                                        for lo, hi, p, _ in run))
-                rules.append(Rule(when={"hardware": hw, "shape": key},
+                                        for lo, hi, p, _, _ in run))
+                x_dtype = run[0][4]  # a measured row's; None: every x dtype
+                when = {"hardware": hw, "shape": key}
+                if x_dtype is not None:
+                    when["x_dtype"] = x_dtype
+                rules.append(Rule(when=when,
                                   variant=shape.variant_name(kernel), by=by, loc=loc,
                                   note=shape.models if kernel == PER_EXPERT
                                   else f"{shape.models}; split-K"))
@@ -296,12 +301,15 @@ def expand(specs: tuple, hardware: dict):
                          for s in sorted(shapes, key=lambda s: (s.hidden_size, s.num_experts)))
     policy = Policy(
         name=NAME, family=NAME, loc=family.loc,
-        doc="launch configuration of the router GEMM by weight shape and token count",
+        doc="launch configuration of the router GEMM by weight shape, hidden-states dtype and "
+            "token count",
         axes=(
             Axis(name="hardware", kind="enum", values=tuple(hardware), doc="normalized target",
                  loc=family.loc),
             Axis(name="shape", kind="enum", values=shape_values,
                  doc="(hidden_size, num_experts) of the router weight", loc=family.loc),
+            Axis(name="x_dtype", kind="enum", values=tuple(family.hidden_states.dtypes),
+                 doc="dtype of hidden_states", loc=family.loc),
             Axis(name="num_tokens", kind="int", lo=1, hi=family.max_tokens,
                  doc="rows of hidden_states (M); M = 0 launches nothing", loc=family.loc),
         ),
@@ -341,6 +349,7 @@ def context(path: str, variants: list, reg) -> dict:
                              for v in variants),
         "splitk_min_block": SPLITK_MIN_BLOCK,
         "x": lower_contract(family.hidden_states),
+        "x_dtype_keys": literal(tuple(family.hidden_states.dtypes)),
         "w": lower_contract(family.router_weight),
         "out": lower_contract(family.logits),
         "table": NAME.upper(),

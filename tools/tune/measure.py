@@ -78,7 +78,8 @@ class Run:
     def router(self, shapes=None):
         weights = {}  # one router weight alive at a time
         for shape, (lo, hi), reps in self.space.router_buckets(shapes):
-            self._plan("router_gemm", {"shape": shape, "num_tokens": (lo, hi)})
+            for dt in sorted({rep[1] for rep in reps}):
+                self._plan("router_gemm", self.space.router_bucket(shape, lo, hi, dt))
             if self.over_budget():
                 self.skipped.append(f"router {shape} M {lo}-{hi}: over budget")
                 continue
@@ -105,8 +106,8 @@ class Run:
             return dev.router_problem(cases[k[1]], fn)
 
         got = _time_bucket(dev, calls, check, self.rounds, self.per_round)
-        bucket = {"shape": list(shape), "num_tokens": [lo, hi]}
-        for rep in reps:
+        for rep in reps:  # (M, x dtype): each x dtype has its own rows
+            bucket = {"shape": list(shape), "x_dtype": rep[1], "num_tokens": [lo, hi]}
             self.points.append({
                 "table": "router_gemm", "buckets": [bucket],
                 "rep": sp.rep_label("router_gemm", rep),

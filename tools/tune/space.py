@@ -34,6 +34,7 @@ P_SCORE, P_TOPK, P_ONE, P_STREAM = ("index_prefill_score", "index_prefill_topk",
                                     "index_prefill_stream")
 PREFILL_TABLES = (P_SCORE, P_TOPK, P_ONE)
 A_SPLIT, A_TILED = "sparse_attn_split", "sparse_attn_tiled"
+ROUTER_X_DTYPES = ("bf16", "fp32")  # the router table's x_dtype axis: rows per dtype
 ATTN_TABLES = {"decode": "sparse_attn_decode", "prefill": "sparse_attn_prefill"}
 
 
@@ -206,7 +207,7 @@ class Space:
                     continue
                 reps = [m for m in self.token_reps[(lo, hi)] if m <= cap] or [cap]
                 out.append((tuple(shape), (lo, min(hi, cap)),
-                            [(m, dt) for m in reps for dt in ("bf16", "fp32")]))
+                            [(m, dt) for m in reps for dt in ROUTER_X_DTYPES]))
         return out
 
     def token_cap(self, shape) -> int:
@@ -277,8 +278,17 @@ class Space:
         return out
 
     def router_candidates(self, K, N, lo, hi) -> list:
+        """Per-expert and split-K candidates, anchored at the rows of both x dtypes (each
+        representative is recorded in its x dtype's bucket: `router_bucket`)."""
         cands = self.per_expert_candidates(K, lo, hi) + self.splitk_candidates(K, N, lo, hi)
-        return self._with_anchors(cands, "router_gemm", {"shape": (K, N), "num_tokens": (lo, hi)})
+        for dt in ROUTER_X_DTYPES:
+            cands = self._with_anchors(cands, "router_gemm", self.router_bucket((K, N), lo, hi,
+                                                                                dt))
+        return cands
+
+    @staticmethod
+    def router_bucket(shape, lo, hi, x_dtype) -> dict:
+        return {"shape": tuple(shape), "x_dtype": x_dtype, "num_tokens": (lo, hi)}
 
     # -- decode --------------------------------------------------------------------------------
     def decode_points(self, contexts=None, requests=None) -> list:
