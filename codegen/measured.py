@@ -15,7 +15,8 @@ reviews as a row-by-row diff)::
                                       state, machine, ...}},
                      "tunes": [{date, command, sections, runs, rule, ...}, ...]},
       "router_gemm": [
-        {"shape": [6144, 128], "num_tokens": [2, 4], "kernel": "per_expert", "params": {...},
+        {"shape": [6144, 128], "x_dtype": "bf16", "num_tokens": [2, 4], "kernel": "per_expert",
+         "params": {...},
          "source": "measured", "measured": {"winner": {"us": {REP: {LABEL: µs}}}, ...}},
         ...],
       "index_score": [{"q_dtype": "bf16", "cache_dtype": "bf16", "head_dim": 128,

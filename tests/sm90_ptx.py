@@ -53,8 +53,9 @@ def scorer(launch_dependents: bool) -> str:
 
 
 def router(x_dtype: str):
-    """The per-expert router kernel as sm_90's table launches it for (6144, 256) at M = 5 with a
-    bf16 x (the same launch for both x dtypes: only the load widths differ)."""
+    """The per-expert router kernel with the launch sm_90's table takes for (6144, 256) at M = 5
+    with a bf16 x, for either x dtype (the comparison holds the launch fixed: only the load
+    widths differ)."""
     p = ROUTER_GEMM.lookup("sm_90", (6144, 256), "bf16", 5).params
     return router_kernel((6144, 256), p["block_m"], p["block_k"], p["num_warps"], x_dtype)
 

@@ -697,6 +697,19 @@ def test_other_decode_inputs_get_their_own_rows(sm90, spec_copy, capsys):
         Space(reg, reg.hardware["sm_90"], sms=132, inputs={"num_heads": 2})
 
 
+def test_choose_refuses_router_runs_without_x_dtype(sm90, tmp_path):
+    """A router run measured before the rows were keyed by x dtype (its buckets name no
+    x_dtype) is refused by name, not merged."""
+    run = fake_run(sm90, FakeDevice(), {"router"}, shapes=[(4096, 8)])
+    for point in run["points"]:
+        for bucket in point["buckets"]:
+            bucket.pop("x_dtype")
+    path = tmp_path / "old_router.json"
+    path.write_text(json.dumps(run))
+    with pytest.raises(SystemExit, match="x dtype"):
+        cli.main(["choose", str(path)])
+
+
 def test_measure_command_records_a_run_choose_accepts(sm90, tmp_path):
     """`measure` (the device replaced by the fake): warm-up, then the measurement, written as
     a run file that `choose` merges."""

@@ -31,14 +31,17 @@ def profile_router(torch, generated):
     w = torch.randn((N, K), generator=g, device="cuda") * K ** -0.5
     for M in (1, 8, 32):
         x = torch.randn((M, K), generator=g, device="cuda")
-        print(f"router M{M}: {mr.explain_router_gemm(K, N, M, 'sm_90')}", flush=True)
+        print(f"router M{M}: {mr.explain_router_gemm(K, N, M, 'sm_90', 'fp32')}", flush=True)
         for _ in range(2):
             generated.router_gemm(x, w)
-    x = torch.randn((1, K), generator=g, device="cuda")
-    out = torch.empty((1, N), device="cuda")
-    for _ in range(2):  # the M 17–32 row's split-K configuration, at M = 1
-        mr.launch_router_gemm_splitk(x, w, out, block_m=16, block_n=16, block_k=64, split_k=32,
-                                     tf32x3=True, num_warps=4, num_stages=3)
+    row = mr.explain_router_gemm(K, N, 32, "sm_90", "fp32")
+    if row["kernel"] == "splitk":  # the M 17–32 row's split-K configuration, at M = 1
+        x = torch.randn((1, K), generator=g, device="cuda")
+        out = torch.empty((1, N), device="cuda")
+        params = {k: row[k] for k in ("block_m", "block_n", "block_k", "split_k", "tf32x3",
+                                      "num_warps", "num_stages")}
+        for _ in range(2):
+            mr.launch_router_gemm_splitk(x, w, out, **params)
 
 
 def parse_scenarios(text: str) -> list:

@@ -176,6 +176,11 @@ def choose(args, argv, say=common.say) -> int:
             run = json.load(f)
         if run.get("format") != RUN_FORMAT:
             sys.exit(f"tune choose: {path} is not a run file of `measure` ({RUN_FORMAT})")
+        stale = [p["rep"] for p in run["points"] if p["table"] == "router_gemm"
+                 and any("x_dtype" not in b for b in p["buckets"])]
+        if stale:
+            sys.exit(f"tune choose: {path} measured the router before its rows were keyed by "
+                     f"x dtype (e.g. {stale[0]}): measure the router again")
         runs.append(run)
     names = {run["target"]["name"] for run in runs}
     if len(names) != 1:

@@ -34,7 +34,6 @@ P_SCORE, P_TOPK, P_ONE, P_STREAM = ("index_prefill_score", "index_prefill_topk",
                                     "index_prefill_stream")
 PREFILL_TABLES = (P_SCORE, P_TOPK, P_ONE)
 A_SPLIT, A_TILED = "sparse_attn_split", "sparse_attn_tiled"
-ROUTER_X_DTYPES = ("bf16", "fp32")  # the router table's x_dtype axis: rows per dtype
 ATTN_TABLES = {"decode": "sparse_attn_decode", "prefill": "sparse_attn_prefill"}
 
 
@@ -207,8 +206,14 @@ class Space:
                     continue
                 reps = [m for m in self.token_reps[(lo, hi)] if m <= cap] or [cap]
                 out.append((tuple(shape), (lo, min(hi, cap)),
-                            [(m, dt) for m in reps for dt in ROUTER_X_DTYPES]))
+                            [(m, dt) for m in reps for dt in self.router_x_dtypes]))
         return out
+
+    @property
+    def router_x_dtypes(self) -> tuple:
+        """The router table's x_dtype axis (the family's hidden_states dtypes): rows per dtype."""
+        axes = {a.name: a for a in self.reg.policies["router_gemm"].axes}
+        return tuple(axes["x_dtype"].values)
 
     def token_cap(self, shape) -> int:
         """The most tokens the router kernels serve for ``shape`` (its spec's max_tokens)."""
@@ -281,7 +286,7 @@ class Space:
         """Per-expert and split-K candidates, anchored at the rows of both x dtypes (each
         representative is recorded in its x dtype's bucket: `router_bucket`)."""
         cands = self.per_expert_candidates(K, lo, hi) + self.splitk_candidates(K, N, lo, hi)
-        for dt in ROUTER_X_DTYPES:
+        for dt in self.router_x_dtypes:
             cands = self._with_anchors(cands, "router_gemm", self.router_bucket((K, N), lo, hi,
                                                                                 dt))
         return cands

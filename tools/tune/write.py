@@ -22,7 +22,7 @@ from codegen.model import Hardware
 from codegen.policy import lookup
 
 from .choose import CHOICE_KEY, RULE, SECTION, table_of
-from .space import ROUTER_X_DTYPES, Space, as_json
+from .space import Space, as_json
 from .target import hardware_dict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,7 +64,7 @@ def skeleton(space, hardware: Hardware) -> dict:
             "provenance": {"runs": {}, "tunes": []},
             **{table: [] for table in TABLES}}
     for shape in space.shapes:
-        for x_dtype in ROUTER_X_DTYPES:
+        for x_dtype in space.router_x_dtypes:
             data["router_gemm"] += _default_rows(space, "router_gemm",
                                                  {"shape": shape, "x_dtype": x_dtype},
                                                  "num_tokens", 1, space.token_cap(shape))
