@@ -30,9 +30,10 @@ def _decode(R, ctx, Q, us, kind="bf16", vs_bf16=None):
     return row
 
 
-def _router(K, N, M, us):
-    return {"K": K, "N": N, "M": M, "x_dtype": "bf16", "ours": {"median_us": us},
-            "linear": {"median_us": 2 * us}, "floor_us": us / 2, "ours_minus_empty_us": us - 3}
+def _router(K, N, M, us, x_dtype="bf16", linear=None):
+    return {"K": K, "N": N, "M": M, "x_dtype": x_dtype, "ours": {"median_us": us},
+            "linear": {"median_us": linear or 2 * us}, "floor_us": us / 2,
+            "ours_minus_empty_us": us - 3}
 
 
 def _write(tmp_path, name, decode, router):
@@ -74,7 +75,7 @@ def test_several_runs_are_judged_on_the_worst(two_runs):
     fp8 = got[("R4 32k Q4 fp8kv", "fp8kv/bf16")]
     assert (fp8["value"], fp8["limit"], fp8["pass"], fp8["runs_pass"]) == (0.62, 0.6, False, 1)
     router = got[("(3072,256) M1 bf16", "≤ vLLM")]
-    assert (router["value"], router["limit"], router["pass"]) == (5.9, 5.73, False)
+    assert (router["value"], router["limit"], router["pass"]) == (5.9, 5.89, False)
     assert ("R4 32k Q4", "small context") in got and ("R4 32k Q4", "≤ vLLM") not in got
 
 
@@ -95,9 +96,10 @@ def test_report_prints_the_spread_and_the_verdicts(two_runs, capsys):
     assert "largest spread: 7.3 % ((3072,256) M1 bf16)" in out
     assert ("issue 15 decode R32 128k Q1 ≤ vLLM 275.0 µs ≤ 268.4 FAIL (1/2 runs pass)"
             in " ".join(out.split()))
-    assert "router ≤ vLLM: 0/1 PASS; FAIL: (3072,256) M1 bf16 5.90>5.73" in out
+    assert "router ≤ vLLM: 0/1 PASS; FAIL: (3072,256) M1 bf16 5.90>5.89" in out
     assert out.rstrip().endswith("TARGETS (worst run) issue 18: 0 PASS, 1 FAIL | "
-                                 "issue 15: 1 PASS, 4 FAIL | issue 5: 1 PASS, 0 FAIL")
+                                 "issue 20: 1 PASS, 2 FAIL | issue 15: 0 PASS, 2 FAIL | "
+                                 "issue 5: 1 PASS, 0 FAIL")
 
 
 def test_one_run_prints_its_tables(two_runs, capsys):
@@ -105,8 +107,8 @@ def test_one_run_prints_its_tables(two_runs, capsys):
     out = capsys.readouterr().out
     assert "decode indexer end to end" in out and "fp8kv/bf16 0.55" in out
     assert "#1" not in out  # no spread table for one run
-    assert "TARGETS issue 18: 1 PASS, 0 FAIL | issue 15: 3 PASS, 2 FAIL | issue 5: 1 PASS, 0 FAIL" \
-        in out
+    assert ("TARGETS issue 18: 1 PASS, 0 FAIL | issue 20: 2 PASS, 1 FAIL | issue 15: 1 PASS, 1 FAIL"
+            " | issue 5: 1 PASS, 0 FAIL") in out
 
 
 def test_results_of_record_are_judged_too():
@@ -135,11 +137,30 @@ def test_every_target_names_a_row_the_bench_runs():
     limits = {targets.fp8_ratio_limit(k[1]) for k in full if k[4] in targets.FP8_KINDS}
     assert limits == {limit for _, limit in targets.FP8_RATIO}
     ms = bench.router_token_counts(generated.moe_router.MAX_TOKENS)
-    for shape, times in targets.VLLM_ROUTER_US.items():
-        assert shape in generated.ROUTER_GEMM_SHAPES
-        assert generated.ROUTER_GEMM_LIMITS[shape][1] >= max(targets.ROUTER_MS)
-        assert len(times) == len(targets.ROUTER_MS) and list(times) == sorted(times)
+    x_dtypes = {"bf16", "fp32"}  # the bench times both (run_router's dtypes)
+    assert {(K, N, x) for K, N in targets.VLLM_ROUTER_SHAPES for x in x_dtypes} \
+        == set(targets.VLLM_ROUTER_US)
+    for (K, N, _), times in targets.VLLM_ROUTER_US.items():
+        assert (K, N) in generated.ROUTER_GEMM_SHAPES
+        assert generated.ROUTER_GEMM_LIMITS[(K, N)][1] >= max(targets.ROUTER_MS)
+        assert len(times) == len(targets.ROUTER_MS)
     assert set(targets.ROUTER_MS) <= set(ms)
+
+
+def test_router_rows_are_judged_per_x_dtype_or_against_f_linear():
+    def judged(row):
+        return {v["what"]: v for v in targets.router_verdicts(row)}
+    fp32 = judged(_router(3072, 256, 4, 5.8, x_dtype="fp32"))["≤ vLLM"]
+    bf16 = judged(_router(3072, 256, 4, 5.8))["≤ vLLM"]
+    assert (fp32["limit"], fp32["pass"]) == (5.8, True)  # vLLM's fp32-x 5.70 + 0.1
+    assert (bf16["limit"], bf16["pass"]) == (5.99, True)
+    assert judged(_router(3072, 256, 4, 5.81, x_dtype="fp32"))["≤ vLLM"]["pass"] is False
+    # a shape vLLM hands to F.linear: at least 2x faster than it
+    slow = judged(_router(7168, 896, 4, 10.0, linear=19.0))
+    fast = judged(_router(7168, 896, 4, 10.0, linear=20.0))
+    assert "≤ vLLM" not in slow and "≤ vLLM" not in judged(_router(3072, 256, 2, 5.0))
+    assert (slow["vs F.linear"]["value"], slow["vs F.linear"]["pass"]) == (1.9, False)
+    assert fast["vs F.linear"]["pass"] is True
 
 
 def test_a_condensed_run_is_judged_like_the_run(two_runs, tmp_path):

@@ -73,6 +73,15 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
     assert {"base", "no_merge", "no_atomic", "no_kv", "no_table"} <= names
 
 
+def test_decode_ablation_smoke_builds_and_times_every_variant(tmp_path):
+    run = _run([os.path.join("tools", "decode_ablation.py"), str(tmp_path), "--smoke"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "decode_ablation.json").read_text())
+    assert set(report[0]["us"]) >= {"base", "no_k", "no_gather", "no_wait", "no_prefetch",
+                                    "scorer alone", "selector alone", "single launch"}
+    assert all(t > 0 for t in report[0]["us"].values())
+
+
 @pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "sm90_code.py"])
 def test_device_tools_parse_their_command_line(tool):
     run = _run([os.path.join("tools", tool), "--help"], timeout=120)

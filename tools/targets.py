@@ -4,9 +4,9 @@ verdicts on a bench.json.
 Issue 18: the input kinds other than bf16 (tools/bench.py's KINDS): vLLM's common Triton
 indexer on fp32 and fp8 inputs, measured beside ours on H200s (2026-12-01), and the fp8 kinds'
 time over our bf16 time of the same row.
-Issue 15: vLLM's path measured side by side on one H200, issue 15 —
-its common Triton indexer (ids only) and its CUDA fp32 router kernel, CUDA-graph replay with
-L2 flushed before each replay, median µs. Issue 5 (older): the decode rows it set that issue
+Issue 15: vLLM's common Triton indexer (ids only) measured side by side on one H200, CUDA-graph
+replay with L2 flushed before each replay, median µs. Issue 20: vLLM's CUDA router kernel per x
+dtype (two H200s), the router against F.linear, and the small-context decode rows. Issue 5 (older): the decode rows it set that issue
 15 sets nothing for and that are still open (docs/OPEN_PROBLEMS.md), and its router limit
 over the bandwidth floor. Issue 13: host time per eager call.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 ISSUE18 = "issue 18"
 ISSUE15 = "issue 15"
 ISSUE5 = "issue 5"
+ISSUE20 = "issue 20"
 LE, GE = "≤", "≥"
 
 # decode indexer, bf16 cache, every request at the full context: (R, context, Q) -> vLLM's
@@ -30,7 +31,7 @@ VLLM_DECODE_US = {
 }
 # the large-batch 128k rows read the index cache at this rate or faster (cache bytes / time)
 LARGE_BATCH = {"min_R": 32, "ctx": 131072, "tb_per_s": 4.4}
-# latency-bound rows, µs (with the page-16 table)
+# latency-bound rows, µs (with the page-16 table): issue 20
 SMALL_CONTEXT_US = {
     (1, 8192, 4): 6.0,
     (4, 32768, 4): 15.0,
@@ -121,14 +122,22 @@ ATTN_COPY_TBPS = 4.3
 ATTN_FLOOR_SHARE = 0.8
 ATTN_MIN_ROWS = 32
 
-# router GEMM (K, N) -> vLLM's CUDA kernel µs for M = ROUTER_MS, cold L2, bf16 x (fp32 x was
-# within ±0.6 µs: the same limits for both x dtypes)
+# issue 20: vLLM's CUDA router kernel (fp32_router_gemm, what vLLM runs on Hopper) per x dtype,
+# measured beside ours on two H200s (2026-12-01): (K, N, x dtype) -> µs for M = ROUTER_MS. Ours:
+# at or below, within ROUTER_SLACK_US. The other shapes (the ones vLLM hands to F.linear, and the
+# bf16-weight (7168, 896)) at least ROUTER_LINEAR_SPEEDUP × faster than F.linear(x.float(), w).
 ROUTER_MS = (1, 4, 8, 16, 32)
 VLLM_ROUTER_US = {
-    (3072, 256): (5.73, 5.86, 6.30, 7.30, 9.95),
-    (6144, 128): (5.66, 6.34, 7.17, 9.22, 13.82),
-    (6144, 256): (6.78, 7.20, 7.97, 9.98, 14.82),
+    (3072, 256, "bf16"): (5.79, 5.89, 6.34, 7.26, 9.98),
+    (3072, 256, "fp32"): (5.86, 5.70, 6.24, 7.33, 10.11),
+    (6144, 128, "bf16"): (5.86, 6.34, 7.39, 9.34, 14.11),
+    (6144, 128, "fp32"): (5.76, 6.11, 6.91, 8.70, 13.98),
+    (6144, 256, "bf16"): (6.82, 7.04, 7.81, 10.05, 14.82),
+    (6144, 256, "fp32"): (6.69, 6.91, 7.97, 9.70, 15.39),
 }
+ROUTER_SLACK_US = 0.1
+ROUTER_LINEAR_SPEEDUP = 2.0
+VLLM_ROUTER_SHAPES = sorted({(K, N) for K, N, _ in VLLM_ROUTER_US})
 
 # issue 5: µs, bf16, full context (its other rows are superseded by issue 15's, and its mixed
 # R16 row's 62 µs lies below the bandwidth floor of the bench's lengths)
@@ -161,7 +170,7 @@ def decode_time_limits(R: int, ctx: int, Q: int) -> list:
     """(issue, what, µs) of a bf16 full-context decode row."""
     key = (R, ctx, Q)
     return [(issue, what, table[key]) for issue, what, table in (
-        (ISSUE15, "≤ vLLM", VLLM_DECODE_US), (ISSUE15, "small context", SMALL_CONTEXT_US),
+        (ISSUE15, "≤ vLLM", VLLM_DECODE_US), (ISSUE20, "small context", SMALL_CONTEXT_US),
         (ISSUE5, "time", ISSUE5_DECODE_US)) if key in table]
 
 
@@ -215,10 +224,15 @@ def decode_verdicts(row) -> list:
 
 def router_verdicts(row) -> list:
     out = []
-    limits = VLLM_ROUTER_US.get((row["K"], row["N"]))
+    ours = (row.get("ours") or {}).get("median_us")
+    limits = VLLM_ROUTER_US.get((row["K"], row["N"], row.get("x_dtype")))
     if limits and row["M"] in ROUTER_MS:
-        out.append(verdict(ISSUE15, "≤ vLLM", (row.get("ours") or {}).get("median_us"), LE,
-                           limits[ROUTER_MS.index(row["M"])], "µs"))
+        out.append(verdict(ISSUE20, "≤ vLLM", ours, LE,
+                           round(limits[ROUTER_MS.index(row["M"])] + ROUTER_SLACK_US, 2), "µs"))
+    elif (row["K"], row["N"]) not in VLLM_ROUTER_SHAPES:
+        linear = (row.get("linear") or {}).get("median_us")
+        speedup = linear / ours if ours and linear else None
+        out.append(verdict(ISSUE20, "vs F.linear", speedup, GE, ROUTER_LINEAR_SPEEDUP, "×"))
     if row.get("floor_us") is not None:
         limit = issue5_router_limit(row["M"], row["floor_us"])
         if limit is not None:
