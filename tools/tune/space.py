@@ -383,20 +383,27 @@ class Space:
         return out
 
     def selector_candidates(self, mb) -> list:
-        """topk_tile 128 or 512; topk_chunks 1..max that can be active (≤ next_pow2(cdiv(mb,
-        tile))); single_tile where a bucket measured at mb allows it (and without, at 1024
-        blocks, for the longer bucket); adaptive_merge with ≥ 2 chunks; warps 2/4/8, 2 stages;
-        pdl where the target has programmatic dependent launch."""
+        """topk_tile 128 or 512, and the one tile that exactly holds mb blocks
+        (next_pow2(mb), when between next_pow2(topk) and the largest tile: half the padded
+        keys of the next of 128 / 512); topk_chunks 1..max that can be active (≤
+        next_pow2(cdiv(mb, tile))); single_tile where a bucket measured at mb allows it (and
+        without, at 1024 blocks, for the longer bucket); adaptive_merge with ≥ 2 chunks; warps
+        2/4/8 (and 1 for tiles ≤ 64: no shared-memory steps), 2 stages; pdl where the target
+        has programmatic dependent launch."""
         p = self.params[SELECTOR]
         his = [b[1] for b, rep in self.topk_mb_buckets.items() if rep == mb]
+        exact = pow2ceil(max(mb, 1))
+        tiles = sorted({128, 512} | ({exact} if pow2ceil(self.topk) <= exact
+                                      <= p["topk_tile"].maximum else set()))
         out = []
-        for tile in (128, 512):
+        for tile in tiles:
             cmax = min(p["topk_chunks"].maximum, pow2ceil(cdiv(max(mb, 1), tile)))
+            warps = (4,) if self.quick else ((1, 2, 4, 8) if tile <= 64 else (2, 4, 8))
             for c in pow2_values(p["topk_chunks"], hi=cmax):
                 singles = sorted({hi is not None and hi <= c * tile for hi in his}, reverse=True)
                 for single, adaptive, w, pdl in itertools.product(
                         singles, (False, True) if c >= 2 else (False,),
-                        (4,) if self.quick else (2, 4, 8), (False, True) if self.pdl else (False,)):
+                        warps, (False, True) if self.pdl else (False,)):
                     out.append((SELECTOR, dict(topk_chunks=c, topk_tile=tile, single_tile=single,
                                                adaptive_merge=adaptive, pdl=pdl, num_warps=w,
                                                num_stages=2)))
