@@ -295,14 +295,18 @@ def _attention_table(R, width, seed):
 @pytest.mark.parametrize("stride,cfg", [
     (8, (8, 128, True, True)),
     (16, (1, 128, False, False)),
-], ids=["stride8_C8_single_adapt", "stride16_C1_tiled"])
+    (8, (1, 512, True, False)),  # the row's attention-table entries read into registers
+], ids=["stride8_C8_single_adapt", "stride16_C1_tiled", "stride8_C1_single_pages_in_registers"])
 def test_fused_emission_matches_standalone_builder(stride, cfg):
     Q, topk = 4, 16
-    R = len(SEQ_LENS_12_11)
-    seq_lens = torch.tensor(SEQ_LENS_12_11, dtype=torch.int32)
-    max_block = cdiv(max(SEQ_LENS_12_11), 128)
+    C, BK, single = cfg[:3]
+    # a single tile must hold every row: 65537 tokens (513 blocks) become 65535 there
+    lens = [min(n, C * BK * 128 - 1) if single else n for n in SEQ_LENS_12_11]
+    R = len(lens)
+    seq_lens = torch.tensor(lens, dtype=torch.int32)
+    max_block = cdiv(max(lens), 128)
     S = cdiv(max_block, 16) * 16
-    scores = _synthetic_decode_scores(SEQ_LENS_12_11, Q, S, seed=stride).to(DEVICE)
+    scores = _synthetic_decode_scores(lens, Q, S, seed=stride).to(DEVICE)
     attn = _attention_table(R, max_block, seed=stride).to(DEVICE)
     out, table, ctx = run_selector(scores, seq_lens.to(DEVICE), Q, topk, cfg, emit_stride=stride,
                                    attn=attn)

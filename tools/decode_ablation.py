@@ -40,13 +40,17 @@ VARIANTS = {
          "    k_tile = tl.zeros([_BLOCK, D], kv_ptr.dtype.element_ty)\n")]},
     # the page-16 table takes the block id as its page (no dependent attention-table load)
     "no_gather": {"index_topk.py": [
-        ("    page = tl.load(attn_row_ptr + ids, mask=valid, other=0)\n",
-         "    page = ids\n")]},
+        ("    if PAGES_IN_REGS:\n        page = tl.where(valid, tl.gather(row_pages, "
+         "tl.where(valid, ids, 0), 0), 0)\n    else:\n        page = tl.load(attn_row_ptr + "
+         "ids, mask=valid, other=0)\n", "    page = ids\n")]},
     # the selector does not wait for the scorer's grid (reads scores mid-write)
     "no_wait": {"index_topk.py": [("        gdc_wait()\n", "        pass\n")]},
-    # the selector does not prefetch its attention-table entries into L2
-    "no_prefetch": {"index_topk.py": [("    if EMIT_SPARSE_TABLE and PREFETCH_L2:\n",
-                                       "    if False:\n")]},
+    # the selector reads its attention-table entries neither into registers nor into L2
+    # before the wait (the winners' entries come from memory after the selection)
+    "no_prefetch": {"index_topk.py": [
+        ("    PAGES_IN_REGS: tl.constexpr = EMIT_SPARSE_TABLE and SINGLE_TILE and NUM_CHUNKS == 1\n",
+         "    PAGES_IN_REGS: tl.constexpr = False\n"),
+        ("    if EMIT_SPARSE_TABLE and PREFETCH_L2 and not PAGES_IN_REGS:\n", "    if False:\n")]},
 }
 SCORE_KEYS = ("kv_chunks", "high_batch", "static_chunks", "num_warps", "num_stages")
 
