@@ -27,7 +27,7 @@ from codegen.render import render_all  # noqa: E402
 from tools.tune import __main__ as cli  # noqa: E402
 from specs.index_decode import MEASURED_SCORE  # noqa: E402
 from tools.tune import choose, measure, target, warm, write  # noqa: E402
-from tools.tune.space import Space, as_bucket, key  # noqa: E402
+from tools.tune.space import Space, as_bucket, as_json, key  # noqa: E402
 
 SM90 = os.path.join(ROOT, "specs", "measured", "sm_90.json")
 
@@ -117,7 +117,7 @@ class FakeDevice:
     sms = 132
 
     def __init__(self, slow=lambda kind, params: 1.0):
-        self.slow, self.last, self.released = slow, None, 0
+        self.slow, self.last, self.released, self.mixed = slow, None, 0, []
 
     def router_weight(self, K, N):
         return (K, N)
@@ -134,7 +134,8 @@ class FakeDevice:
         fn()
         return None
 
-    def decode_case(self, R, Q, ctx):
+    def decode_case(self, R, Q, ctx, mixed=False):
+        self.mixed.append(mixed)
         return {"R": R, "Q": Q, "mb": ctx // 128}
 
     def decode_call(self, inp, variant, params, selector):
@@ -342,10 +343,10 @@ def test_measure_and_choose_find_the_fake_optimum(sm90):
 
 def test_a_failing_point_is_recorded_and_the_others_measured(sm90):
     class Flaky(FakeDevice):
-        def decode_case(self, R, Q, ctx):
+        def decode_case(self, R, Q, ctx, mixed=False):
             if R == 16:
                 raise RuntimeError("CUDA out of memory (fake)")
-            return super().decode_case(R, Q, ctx)
+            return super().decode_case(R, Q, ctx, mixed)
 
     run = fake_run(sm90, Flaky(), {"decode"}, contexts=[8192])
     assert sorted(run["errors"]) == ["decode R=16 Q=1 mb=64: RuntimeError: CUDA out of memory "
@@ -429,6 +430,27 @@ def test_runs_split_by_context_each_decide_their_own_buckets(sm90):
     assert choose.coverage_warning(runs) is None
     assert choose.coverage_warning(runs[:1]) == "not robust yet: missing a second machine"
     assert choose.coverage_warning(runs[::2]) == "not robust yet: missing a second machine"
+
+
+def test_long_buckets_are_measured_with_mixed_lengths_too(sm90):
+    """At the largest context every point of two requests or more is measured a second time
+    with mixed lengths, as another representative of the same buckets, and the chooser weighs
+    both (a row chosen on equal lengths alone lost up to 12 % on the bench's mixed rows)."""
+    mixed = sm90.mixed_decode_points([131072])
+    assert mixed and set(mixed) == {p for p in sm90.decode_points([131072]) if p[0] >= 2}
+    assert not sm90.mixed_decode_points([8192])  # only the largest context
+    devs = [FakeDevice(), FakeDevice()]
+    runs = [fake_run(sm90, dev, {"decode"}, machine=m, contexts=[131072])
+            for dev, m in zip(devs, ("GPU-a", "GPU-b"))]
+    assert devs[0].mixed.count(True) == len(mixed)
+    R, Q, mb = mixed[0]
+    rows, report, _ = choose.choose(runs, sm90)
+    assert not [line for line in report if line.startswith("  keep")], report
+    bucket = {k: list(v) if isinstance(v, tuple) else v
+              for k, v in as_json(sm90.score_bucket(R, Q, mb)).items()}
+    row = next(r for r in rows if r["table"] == "index_score"
+               and all(r.get(k) == v for k, v in bucket.items()))
+    assert {f"R{R} Q{Q} mb{mb}", f"R{R} Q{Q} mb{mb} mix"} <= set(row["measured"]["winner"]["us"])
 
 
 def test_the_fastest_does_not_depend_on_the_order_of_measurement():

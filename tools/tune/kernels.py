@@ -63,8 +63,9 @@ class GpuDevice:
         return None if clear else "split-K counter left non-zero"
 
     # -- decode ----------------------------------------------------------------------------
-    def decode_case(self, R, Q, ctx, seed=0):
-        """Uniform context ``ctx`` per request on random distinct pages (as tools/bench.py)."""
+    def decode_case(self, R, Q, ctx, seed=0, mixed=False):
+        """Context ``ctx`` per request (``mixed``: lengths uniform in [ctx / 8, ctx], fixed
+        seed) on random distinct pages (as tools/bench.py)."""
         torch, sp = self.torch, self.space
         g = torch.Generator().manual_seed(seed + 31 * R + Q)
         mb = common.cdiv(ctx, sp.block)
@@ -82,7 +83,9 @@ class GpuDevice:
             "cache": torch.randn((num_pages, sp.block, sp.head_dim), generator=dg,
                                  device=dev).to(cache_dtype),
             "block_table": bt.contiguous().to(dev),
-            "seq_lens": torch.full((R,), ctx, dtype=torch.int32, device=dev),
+            "seq_lens": (torch.randint(ctx // 8, ctx + 1, (R,), generator=g, dtype=torch.int32)
+                         .to(dev) if mixed else
+                         torch.full((R,), ctx, dtype=torch.int32, device=dev)),
             "attn_table": attn.contiguous().to(dev),
             "out": torch.full((1, total_q, sp.topk), -7, dtype=torch.int32, device=dev),
             "table": torch.full((total_q, sp.topk * 8), -7, dtype=torch.int32, device=dev),

@@ -117,26 +117,31 @@ class Run:
 
     # -- decode --------------------------------------------------------------------------
     def decode(self, contexts=None, requests=None):
-        for R, Q, mb in self.space.decode_points(contexts, requests):
+        points = [(p, False) for p in self.space.decode_points(contexts, requests)] + \
+            [(p, True) for p in self.space.mixed_decode_points(contexts, requests)]
+        for (R, Q, mb), mixed in points:
             self._plan("index_score", self.space.score_bucket(R, Q, mb))
             for bucket in self.space.topk_buckets(R, Q, mb):
                 self._plan("index_topk", bucket)
+            where = f"decode R={R} Q={Q} mb={mb}" + (" mix" if mixed else "")
             if self.over_budget():
-                self.skipped.append(f"decode R={R} Q={Q} mb={mb}: over budget")
+                self.skipped.append(f"{where}: over budget")
                 continue
             try:
-                self._decode_point(R, Q, mb)
+                self._decode_point(R, Q, mb, mixed)
             except Exception as e:  # noqa: BLE001 - the other points still count
-                self.errors.append(f"decode R={R} Q={Q} mb={mb}: {type(e).__name__}: {e}"[:400])
+                self.errors.append(f"{where}: {type(e).__name__}: {e}"[:400])
             self.progress()
 
-    def _decode_point(self, R, Q, mb):
-        """Scorers at one point, then selectors after the fastest two-kernel scorer."""
+    def _decode_point(self, R, Q, mb, mixed=False):
+        """Scorers at one point, then selectors after the fastest two-kernel scorer; with
+        ``mixed``, request lengths drawn in [context / 8, context] (another representative of
+        the same buckets)."""
         sp, dev = self.space, self.dev
         t = time.time()
         dev.release()  # the previous point's inputs go back to the driver first
-        inp = dev.decode_case(R, Q, mb * sp.block)
-        label = sp.rep_label("index_score", (R, Q, mb))
+        inp = dev.decode_case(R, Q, mb * sp.block, mixed=mixed)
+        label = sp.rep_label("index_score", (R, Q, mb), mixed)
         fixed = sp.fixed_selector(R, Q, mb)
         default = sp.default("index_score", sp.score_bucket(R, Q, mb))
         ref = dev.decode_reference(inp, dev.decode_call(inp, *default, fixed))

@@ -312,6 +312,17 @@ class Space:
         points = [(R, Q, mb) for mb in mbs for R in rs for Q in sorted(self.q_buckets.values())]
         return sorted(points, key=lambda p: (-p[0] * p[2], -p[1]))
 
+    def mixed_decode_points(self, contexts=None, requests=None) -> list:
+        """The points of `decode_points` at the largest context with two requests or more,
+        measured a second time with mixed lengths (uniform in [context / 8, context], as the
+        bench's mixed rows): a grid cut for equal requests can leave most programs idle when
+        they differ, so a bucket's row must hold up under both."""
+        if not self.score_mb_buckets:
+            return []
+        top = max(self.score_mb_buckets.values())
+        return [(R, Q, mb) for R, Q, mb in self.decode_points(contexts, requests)
+                if mb == top and R >= 2]
+
     def score_bucket(self, R, Q, mb) -> dict | None:
         rb = next((b for b in self.req_buckets if b[0] <= R <= b[1]), None)
         qb = next(b for b, q in self.q_buckets.items() if q == Q)
@@ -331,11 +342,11 @@ class Space:
         inputs (measures_selector)."""
         return self.selector_buckets(R, Q, mb) if self.measures_selector else []
 
-    def rep_label(self, table, point) -> str:
+    def rep_label(self, table, point, mixed=False) -> str:
         if table == "router_gemm":
             return f"M{point[0]} {point[1]}"
         R, Q, mb = point
-        return f"R{R} Q{Q} mb{mb}"
+        return f"R{R} Q{Q} mb{mb}" + (" mix" if mixed else "")
 
     def fused_tile(self, mb_hi):
         """Smallest fused selection tile holding every block of the bucket (None: none does)."""
