@@ -1,7 +1,7 @@
 """MiniMax-M3 sparse attention over the indexer's selected blocks (docs/KERNELS.md §15).
 
-Variants: the split-K attention kernel (its last split merges), the query-tiled prefill
-kernel and the host entries.
+Variants: the split-K attention kernel (its last split merges, or a merge kernel), the
+query-tiled prefill kernel and the host entries.
 Policies: `sparse_attn_decode` and `sparse_attn_prefill` pick the KV splits and launch options
 from hardware, query / KV dtypes, scale mode, group size G = Hq / Hkv, head_dim and the number
 of (row, KV head) programs. gfx950 and generic take portable rows (upstream publishes no
@@ -55,8 +55,12 @@ SPECS = [
                           maximum=max(GROUPS),
                           doc="programs sharing the G query heads of a (row, KV head) "
                               "(at most G are used)"),
+                    Param(name="merge_kernel", kind="bool",
+                          doc="several splits: a second kernel (one program per row and query "
+                              "head) merges the partials, not the last split to finish"),
                     NUM_WARPS, NUM_STAGES),
-            defaults=dict(splits=1, kv_tile=BLOCK, head_split=1, num_warps=4, num_stages=2)),
+            defaults=dict(splits=1, kv_tile=BLOCK, head_split=1, merge_kernel=False,
+                          num_warps=4, num_stages=2)),
     Variant(name="sparse_attn_tiled", template="sparse_attn.py.j2", output="sparse_attn.py",
             **COMMON,
             doc="prefill, query-tiled: lanes / G consecutive rows × G heads per program walk "
@@ -80,7 +84,8 @@ SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
     (513, None, dict(splits=1)),
 ))
 OPTIONS = dict(num_warps=4, num_stages=2)
-SPLIT_OPTIONS = dict(kv_tile=BLOCK, head_split=1, **OPTIONS)  # a whole block per step
+# a whole block per step; the last split merges
+SPLIT_OPTIONS = dict(kv_tile=BLOCK, head_split=1, merge_kernel=False, **OPTIONS)
 ATTN_DOMAINS = {"q_dtype": Q_DTYPES, "kv_dtype": KV_DTYPES, "scales": SCALE_MODES,
                 "group": GROUPS, "head_dim": HEAD_DIMS}
 PORTABLE = one_of("gfx950", "generic")

@@ -38,11 +38,18 @@ def fused(dependents: bool) -> str:
                      LAUNCH_DEPENDENTS=dependents), num_warps=4, num_stages=2)
 
 
-def attention(pdl: str) -> str:
+def attention(pdl: str, merge_kernel: bool = False) -> str:
     return _ptx(sparse_attn._sparse_attn_kernel,
                 {"q_ptr": "*bf16", "kv_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32"},
                 dict(G=16, GP=16, D=128, BLOCK_N=128, SPLITS=4, MODE="decode", SCALES="none",
-                     DOT="native", PDL=pdl, TOPK_P=16), num_warps=4, num_stages=2)
+                     DOT="native", PDL=pdl, TOPK_P=16, MERGE_KERNEL=merge_kernel,
+                     LAUNCH_DEPENDENTS=merge_kernel), num_warps=4, num_stages=2)
+
+
+def attention_merge(pdl: bool) -> str:
+    return _ptx(sparse_attn._sparse_attn_merge_kernel,
+                {"part_ptr": "*fp32", "out_ptr": "*bf16"}, dict(D=128, SPLITS=4, PDL=pdl),
+                num_warps=1, num_stages=1)
 
 
 def scorer(launch_dependents: bool) -> str:
@@ -66,12 +73,16 @@ def main():
              "fused_dependents": fused(True), "fused_plain": fused(False),
              "attention_any": attention("any"), "attention_ids": attention("ids"),
              "attention_plain": attention("none"),
+             "attention_merge_kernel": attention("ids", True),
+             "merge_pdl": attention_merge(True), "merge_plain": attention_merge(False),
              "scorer_dependents": scorer(True), "scorer_plain": scorer(False)}
     facts = {name: {i: i in ptx for i in INSTRUCTIONS} for name, ptx in cases.items()}
-    for name in ("attention_any", "attention_ids"):  # where the wait sits
+    for name in ("attention_any", "attention_ids", "merge_pdl"):  # where the wait sits
         ptx = cases[name]
         facts[name + "_waits_before_any_load"] = \
             ptx.index("griddepcontrol.wait") < ptx.index("ld.global")
+    for name in ("attention_ids", "attention_merge_kernel"):  # the last arrival's atomic
+        facts[name + "_atomic"] = "atom." in cases[name]
     for x in ("bf16", "fp32"):
         kernel = router(x)
         sass = sass_facts(kernel)

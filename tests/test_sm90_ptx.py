@@ -36,6 +36,14 @@ def test_sm90_instructions_follow_their_switches():
     # "any" reads nothing before the wait; "ids" loads q and seq_lens before it
     assert facts["attention_any_waits_before_any_load"]
     assert not facts["attention_ids_waits_before_any_load"]
+    # with a merge kernel the split kernel lets it start and has no arrival atomic; the merge
+    # kernel reads the partials only after waiting for it
+    assert facts["attention_merge_kernel"] == {"griddepcontrol.wait": True,
+                                               "griddepcontrol.launch_dependents": True,
+                                               "prefetch.global.L2": False}
+    assert facts["attention_ids_atomic"] and not facts["attention_merge_kernel_atomic"]
+    assert facts["merge_pdl"]["griddepcontrol.wait"] and facts["merge_pdl_waits_before_any_load"]
+    assert not any(facts["merge_plain"].values())
     assert facts["scorer_dependents"] == {"griddepcontrol.wait": False,
                                           "griddepcontrol.launch_dependents": True,
                                           "prefetch.global.L2": False}

@@ -247,6 +247,60 @@ def test_head_split_matches_float64(G, head_split, splits):
                                    "decode", **case, output=out)
 
 
+@pytest.mark.parametrize("G,Q,head_split,splits", [(8, 1, 1, 4), (4, 4, 2, 8), (16, 2, 1, 2)])
+def test_merge_kernel_gives_the_last_arrival_merge_bits(G, Q, head_split, splits, monkeypatch):
+    """Partials merged by the second kernel (one program per row and query head) instead of
+    the last split to finish: the same bits (the same arithmetic, in split order), float64
+    agreement, zeros for a request without keys, and no arrival counter touched."""
+    case, pos = decode_case([1100, 0, 900], Q=Q, Hkv=2, G=G, topk=8, seed=31 + G,
+                            q_dtype=torch.float32)  # lists of 8 blocks: every split has work
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"])
+    got = {}
+    for merge_kernel in (False, True):
+        out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
+        if merge_kernel:
+            monkeypatch.setattr(sk, "arrival_counters", lambda *a: pytest.fail("counters"))
+        got[merge_kernel] = sa.sparse_attn_with_launch(
+            dict(splits=splits, head_split=head_split, merge_kernel=merge_kernel, num_warps=4,
+                 num_stages=2), "decode", **case, output=out)
+    assert torch.equal(got[True], got[False])
+    check(got[True], ref, (1e-5, 1e-4))
+    assert bool((got[True][Q:2 * Q] == 0).all())  # request 1: seq_len 0
+    with pytest.raises(TypeError, match="merge_kernel"):
+        sa.sparse_attn_with_launch(dict(splits=2, merge_kernel=1, num_warps=4, num_stages=2),
+                                   "decode", **case, output=out)
+
+
+def test_merge_kernel_in_prefill_rows():
+    """Prefill rows split over their lists and merged by the second kernel: rows of no
+    request are zeros, the rest equal the last-arrival merge."""
+    g = torch.Generator().manual_seed(23)
+    prefix, qlen = [700, 0], [6, 9]  # the first request's lists fill all four splits
+    seq = [p + n for p, n in zip(prefix, qlen)]
+    W, Hkv, G, D, topk = 7, 2, 4, 64, 4
+    pages = 2 * W + 1
+    kv = make_cache(pages, Hkv, D, "5d", torch.bfloat16, g)
+    table = torch.randperm(pages, generator=g)[:2 * W].view(2, W).to(torch.int32)
+    T = sum(qlen) + 2
+    cu = torch.tensor([0, 6, 15], dtype=torch.int32)
+    pre, lens = torch.tensor(prefix, dtype=torch.int32), torch.tensor(seq, dtype=torch.int32)
+    pos = prefill_positions(cu, pre, lens, T, max(qlen))
+    ids = block_lists(pos, Hkv, topk, W, g)
+    q = torch.randn((T, Hkv * G, D), generator=g).float()
+    args = [t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)]
+    got = {}
+    for merge_kernel in (False, True):
+        out = torch.full((T, Hkv * G, D), float("nan"), dtype=torch.float32, device=DEVICE)
+        got[merge_kernel] = sa.sparse_attn_with_launch(
+            dict(splits=4, merge_kernel=merge_kernel, num_warps=4, num_stages=2), "prefill",
+            *args, max(qlen), Hkv, D ** -0.5, out)
+    assert torch.equal(got[True], got[False])
+    check(got[True], ref_sparse_attn(args[0], args[1], args[2], args[3], pos, Hkv, D ** -0.5),
+          (1e-5, 1e-4))
+    assert bool((got[True][15:] == 0).all())
+
+
 def test_fp32_query_and_output():
     case, pos = decode_case([300], Q=4, Hkv=1, G=4, q_dtype=torch.float32, seed=9)
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
@@ -571,17 +625,26 @@ def test_gpu_decode_full_size(Hkv, G, Q, R):
     out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
     check(sa.sparse_attn_with_launch(dict(splits=16, head_split=4, num_warps=8, num_stages=2),
                                      "decode", **case, output=out), ref)
+    # the partials merged by the second kernel (a programmatic dependent): the same bits
+    last = sa.sparse_attn_with_launch(dict(splits=8, head_split=2, num_warps=4, num_stages=2),
+                                      "decode", **case, output=torch.empty_like(out))
+    merged = sa.sparse_attn_with_launch(dict(splits=8, head_split=2, merge_kernel=True,
+                                             num_warps=4, num_stages=2), "decode", **case,
+                                        output=torch.empty_like(out))
+    assert torch.equal(merged, last)
 
 
 @pytest.mark.gpu
-def test_gpu_split_merge_in_a_graph_replays_exactly():
+@pytest.mark.parametrize("merge_kernel", [False, True])
+def test_gpu_split_merge_in_a_graph_replays_exactly(merge_kernel):
     """Several splits captured in a CUDA graph: every replay (new q values in place) gives the
-    bits of an eager call, so the arrival counters are back at zero after each launch."""
+    bits of an eager call, so the arrival counters are back at zero after each launch (or, with
+    the merge kernel, the two kernels chain correctly in a graph)."""
     from graph_capture import capture
 
     case, _ = decode_case([32768 - 9 * r for r in range(8)], Q=1, Hkv=4, G=16, D=128,
                           topk=16, seed=41)
-    launch = dict(splits=8, num_warps=4, num_stages=2)
+    launch = dict(splits=8, merge_kernel=merge_kernel, num_warps=4, num_stages=2)
     out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
     graph, _ = capture(lambda: sa.sparse_attn_with_launch(launch, "decode", **case, output=out))
     g = torch.Generator().manual_seed(42)
@@ -648,6 +711,28 @@ def test_gpu_decode_step_in_a_graph_equals_the_two_calls():
     want = torch.zeros_like(out)
     generated.sparse_attn_decode(q, kv, want_ids, table, seq_lens, Hkv, D ** -0.5, want, Q)
     assert torch.equal(ids_out, want_ids) and torch.equal(out, want)
+
+
+@pytest.mark.gpu
+def test_gpu_decode_step_with_a_merge_kernel_equals_the_two_calls(monkeypatch):
+    """A decode table row that merges in a second kernel: indexer, split kernel and merge
+    kernel chained by programmatic launches inside a CUDA graph give the two calls' bits."""
+    from types import SimpleNamespace
+
+    from generated import _runtime
+
+    row = sa._row
+
+    def merging(mode, hw, key):
+        got = row(mode, hw, key)
+        if mode != "decode":
+            return got
+        return SimpleNamespace(variant=got.variant, where=got.where, index=got.index,
+                               params={**got.params, "splits": 8, "merge_kernel": True})
+    monkeypatch.setattr(sa, "_row", merging)
+    monkeypatch.setattr(sa, "_PLANS", _runtime.PlanCache())
+    monkeypatch.setattr(sa, "_STEP_PLANS", _runtime.PlanCache())
+    test_gpu_decode_step_in_a_graph_equals_the_two_calls()
 
 
 @pytest.mark.gpu

@@ -1,8 +1,9 @@
 """Device study: where the time of the latency-bound sparse-attention rows goes. Variants of
 generated/sparse_attn.py, each built by replacing one piece of the split kernel's source text
 (no merge, no arrival atomic, no K/V traffic, no block-table load), timed interleaved with the
-kernel as generated and an empty kernel (graph replay, L2 flushed) on the rows where vLLM is
-ahead or the copy rate is missed. The variants' outputs are wrong by design: timing only.
+kernel as generated, the kernel with its merge in a second kernel (``merge_kernel``) and an
+empty kernel (graph replay, L2 flushed) on the rows where vLLM is ahead or the copy rate is
+missed. The source variants' outputs are wrong by design: timing only.
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
@@ -32,10 +33,10 @@ from tune.measure import interleave  # noqa: E402
 VARIANTS = {
     "base": [],
     # the last arrival does not merge (the output is wrong: timing only)
-    "no_merge": [("        if arrived == SPLITS - 1:", "        if arrived == -12345:")],
+    "no_merge": [("    if arrived == SPLITS - 1:", "    if arrived == -12345:")],
     # no arrival atomic, no merge
-    "no_atomic": [("        arrived = tl.atomic_add(counter_ptr + pid, 1, sem=\"acq_rel\", "
-                   "scope=\"gpu\")", "        arrived = pid * 0 - 1")],
+    "no_atomic": [("    arrived = tl.atomic_add(counter, 1, sem=\"acq_rel\", scope=\"gpu\")",
+                   "    arrived = tl.program_id(0) * 0 - 1")],
     # no K/V memory traffic (zeros instead of the cache)
     "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
                "    k = tl.zeros([_BLOCK, D], q.dtype)\n", 1),
@@ -49,12 +50,17 @@ VARIANTS = {
                      ("    split = tl.program_id(1)\n", ""),
                      ("    head = g * G + tl.program_id(0) % HS * GH + lane",
                       "    head = g * G + share % HS * GH + lane"),
-                     ("        pid = tl.program_id(0)\n", "        pid = share\n"),
+                     ("counter_ptr + tl.program_id(0),", "counter_ptr + share,"),
                      ("(T * Hkv * HS, splits),", "(T * Hkv * HS * splits,),")],
     # the block table is the identity (one dependent load less)
     "no_table": [("    pages = tl.load(table_row_ptr + ids, mask=usable, other=-1)",
                   "    pages = tl.where(usable, ids, -1)")],
+    # the generated kernel with its merge_kernel launch option: a second kernel merges (a
+    # correct kernel: compare times)
+    "merge_kernel": [],
 }
+# name -> launch options a variant adds
+LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True)}
 
 
 def build(name, edits):
@@ -117,7 +123,7 @@ def main():
                 run = mod.prepare_sparse_attn(
                     q, kv, ids, table, lens, out, mode="decode", num_kv_heads=Hkv,
                     sm_scale=case["sm_scale"], scales="none", k_scale=None, v_scale=None,
-                    decode_query_len=Q, **launch)
+                    decode_query_len=Q, **launch, **LAUNCH_OPTIONS.get(name, {}))
                 calls[f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']} "
                       f"{name}"] = (lambda run=run: run(q, kv, ids, table, lens, None, None, None,
                                                         None, out))

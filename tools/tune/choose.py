@@ -48,9 +48,9 @@ GRID_PARAMS = ("kv_chunks", "topk_chunks", "split_k", "program_budget", "kv_spli
 def simplicity(cand, default) -> tuple:
     """Sort key, simplest first: the default row (the generic target's); then the simpler
     kernel; then fewer optional launch features switched on (any true bool parameter: pdl,
-    static_chunks, adaptive_merge, single_tile, tf32x3, high_batch); then a smaller grid (the
-    product of chunks / K splits / programs / head shares); then fewer loop steps (a larger
-    kv_tile); then fewer warps, fewer stages."""
+    static_chunks, adaptive_merge, single_tile, tf32x3, high_batch, merge_kernel); then a
+    smaller grid (the product of chunks / K splits / programs / head shares); then fewer loop
+    steps (a larger kv_tile); then fewer warps, fewer stages."""
     choice, params = cand
     return (key(*cand) != key(*default), KERNEL_RANK.get(choice, len(KERNEL_RANK)),
             sum(v is True for v in params.values()),
@@ -113,7 +113,7 @@ def choose_bucket(entry, expected, space, noise_floor=NOISE_FLOOR):
             for rec in records:
                 if "us" not in rec:
                     continue
-                cand = (rec[ck], rec["params"])
+                cand = (rec[ck], space.completed(rec[ck], rec["params"]))
                 k = key(*cand)
                 cands[k] = cand
                 times.setdefault(k, {})[(rep, label)] = rec["us"]

@@ -523,25 +523,31 @@ class Space:
     def attn_candidates_at(self, mode, inputs, programs) -> list:
         """Split counts 1..16 × (warps, stages) with whole-block steps; up to 512 programs
         also 64-key steps at 2, 3 and 4 stages (more of a row's bytes in flight for small
-        grids); up to 64 programs also the G heads shared by 2 or 4 programs at 8 and 16
+        grids) and a merge kernel at 4, 8 and 16 splits (G heads in one or two programs); up
+        to 64 programs also the G heads shared by 2 or 4 programs at 8 and 16
         splits (the last split's merge reads a share of the partials), and shared by 2 with
         64-key steps; prefill also the query-tiled kernel at 32, 64 and 128 lanes (at least 16
         and G)."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
-        whole = dict(kv_tile=self.block, head_split=1)
+        last = dict(merge_kernel=False)  # the last split to finish merges
+        whole = dict(kv_tile=self.block, head_split=1, **last)
         cands = [(A_SPLIT, dict(splits=k, **whole, num_warps=w, num_stages=st))
                  for k in (1, 2, 4, 8, 16) for w, st in opts]
         if not self.quick and programs <= 512:
-            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block // 2, head_split=1,
+            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block // 2, head_split=1, **last,
                                      num_warps=4, num_stages=st))
                       for k in (1, 2, 4, 8, 16) for st in (2, 3, 4)]
+            # a merge kernel: no arrival atomic, the merge spread over rows × query heads
+            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block, head_split=h,
+                                     merge_kernel=True, num_warps=4, num_stages=2))
+                      for k in (4, 8, 16) for h in (1, 2) if h <= inputs["group"]]
         if not self.quick and programs <= 64:
-            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block, head_split=h, num_warps=w,
-                                     num_stages=2))
+            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block, head_split=h, **last,
+                                     num_warps=w, num_stages=2))
                       for h in (2, 4) if h <= inputs["group"] for k in (8, 16) for w in (4, 8)]
             # half-block steps at two stages hold 64 KiB of shared memory: three programs per
             # SM, so a small grid's programs overlap each other's memory round trips
-            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block // 2, head_split=2,
+            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block // 2, head_split=2, **last,
                                      num_warps=4, num_stages=2))
                       for k in (4, 8, 16) if inputs["group"] >= 2]
         if mode == "prefill":
@@ -581,6 +587,15 @@ class Space:
         if table != "router_gemm":
             return variant
         return rg.SPLITK if variant.startswith("router_gemm_splitk_") else rg.PER_EXPERT
+
+    def completed(self, choice, params) -> dict:
+        """A run's candidate with the launch parameters its variant gained since filled in
+        from the variant's defaults (what that launch ran): runs measured before a parameter
+        existed still compare with newer ones."""
+        variant = self.reg.variants.get(choice)
+        if variant is None or not variant.defaults:
+            return params
+        return {**{k: v for k, v in variant.defaults.items() if k not in params}, **params}
 
     def _with_anchors(self, cands, table, bucket) -> list:
         """Candidates plus the default and the current row (once each): the noise rule can only
