@@ -43,14 +43,15 @@ VARIANTS = {
               ("    v = tl.load(base + v_off + kv_offs).to(q.dtype)\n",
                "    v = tl.zeros([_BLOCK, D], q.dtype)\n", 1)],
     # one grid axis with the splits fastest (a row's splits start together; a correct
-    # kernel: compare times). Measured neutral on 2026-12-01 (GPU-0621aea7: −0.4 to +0.3 µs)
+    # kernel: compare times). Timed −0.4 to +0.3 µs against base on 2026-12-01
+    # (GPU-0621aea7), in a version whose arrival counters were indexed wrongly: re-measure
     "splits_first": [("    pair = tl.program_id(0) // HS\n",
                       "    split = tl.program_id(0) % SPLITS\n"
-                      "    share = tl.program_id(0) // SPLITS\n    pair = share // HS\n"),
+                      "    grp = tl.program_id(0) // SPLITS\n    pair = grp // HS\n"),
                      ("    split = tl.program_id(1)\n", ""),
                      ("    head = g * G + tl.program_id(0) % HS * GH + lane",
-                      "    head = g * G + share % HS * GH + lane"),
-                     ("counter_ptr + tl.program_id(0),", "counter_ptr + share,"),
+                      "    head = g * G + grp % HS * GH + lane"),
+                     ("counter_ptr + tl.program_id(0),", "counter_ptr + grp,"),
                      ("(T * Hkv * HS, splits),", "(T * Hkv * HS * splits,),")],
     # the block table is the identity (one dependent load less)
     "no_table": [("    pages = tl.load(table_row_ptr + ids, mask=usable, other=-1)",
@@ -61,6 +62,8 @@ VARIANTS = {
 }
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True)}
+# variants that compute the generated kernel's result (checked bit for bit against it)
+CORRECT = ("splits_first", "merge_kernel")
 
 
 def build(name, edits):
@@ -117,16 +120,24 @@ def main():
             row_launch = sparse_attention.explain_sparse_attn(
                 "decode", hw, "bf16", "bf16", "none", Hq // Hkv, q.shape[2], R * Q * Hkv)
             launches = [{k: row_launch[k] for k in ("splits", "kv_tile", "head_split",
-                                                    "num_warps", "num_stages")}]
+                                                    "merge_kernel", "num_warps", "num_stages")}]
+        checks = {}
         for launch in launches:
+            tag = f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
+            want = None
             for name, mod in mods.items():
                 run = mod.prepare_sparse_attn(
                     q, kv, ids, table, lens, out, mode="decode", num_kv_heads=Hkv,
                     sm_scale=case["sm_scale"], scales="none", k_scale=None, v_scale=None,
-                    decode_query_len=Q, **launch, **LAUNCH_OPTIONS.get(name, {}))
-                calls[f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']} "
-                      f"{name}"] = (lambda run=run: run(q, kv, ids, table, lens, None, None, None,
-                                                        None, out))
+                    decode_query_len=Q, **{**launch, **LAUNCH_OPTIONS.get(name, {})})
+                call = calls[f"{tag} {name}"] = (
+                    lambda run=run: run(q, kv, ids, table, lens, None, None, None, None, out))
+                if name == "base" or name in CORRECT:
+                    call()
+                    if name == "base":
+                        want = out.clone()
+                    elif want is not None:
+                        checks[f"{tag} {name}"] = bool(torch.equal(out, want))
         samplers = {}
         for k, fn in calls.items():
             fn()
@@ -138,12 +149,13 @@ def main():
             samplers[k] = lambda n, g=g: common.replay_times(g.replay, n, settled=True)
         times = interleave(samplers, rounds=1 if SMOKE else 5, per_round=2 if SMOKE else 20)
         med = {k: statistics.median(v) for k, v in times.items()}
-        print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}", flush=True)
+        print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}"
+              + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
         for launch in launches:
             tag = f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
             print("   " + tag + ": " + "  ".join(f"{n} {med[tag + ' ' + n]:.2f}"
                                                   for n in variants), flush=True)
-        res.append({"row": list(row), "us": med})
+        res.append({"row": list(row), "us": med, "same_bits": checks})
         with open(os.path.join(out_dir, "attn_ablation.json"), "w") as f:
             json.dump(res, f, indent=1)
         del case, q, kv, ids, table, lens, out

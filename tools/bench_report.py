@@ -37,7 +37,7 @@ def _ratio(x):
 
 
 def router_goal(v) -> str:
-    """'≤ 6.44 µs PASS' (vLLM's time + slack) or '8.3× ≥ 2.0× PASS' (the F.linear speedup)."""
+    """'≤ vLLM ≤ 6.44 µs PASS' (vLLM's time + slack) or 'vs F.linear 8.3× ≥ 2.0× PASS'."""
     if v["unit"] == "×":
         got = "-" if v["value"] is None else f"{v['value']:.1f}×"
         return f"{v['what']} {got} {v['op']} {v['limit']:.1f}× {pf(v['pass'])}"
@@ -155,14 +155,15 @@ def decode_line(issue, label, v, rows):
 def router_line(issue, what, group):
     """The router rows of one target in one line: how many pass, the first failures."""
     bad = [(label, v) for label, v in group if not v["pass"]]
-    failures = ", ".join(f"{label} {fmt_value(v['value'], v['unit'])}>"
+    failures = ", ".join(f"{label} {fmt_value(v['value'], v['unit'])}"
+                         f"{'>' if v['op'] == targets.LE else '<'}"
                          f"{fmt_value(v['limit'], v['unit'])}" for label, v in bad[:8])
     return (f"  {issue:<9}router {what}: {len(group) - len(bad)}/{len(group)} PASS"
             + (f"; FAIL: {failures}" + (" …" if len(bad) > 8 else "") if bad else ""))
 
 
 def target_lines(reports):
-    """The verdict lines, issue 15's first, and the pass/fail counts per issue."""
+    """The verdict lines, in the order of ISSUES, and the pass/fail counts per issue."""
     found = judged(reports)
     lines = ["targets (tools/targets.py; " + "; ".join(f"{k}: {v}" for k, v in ISSUES.items())
              + ")" + (f", judged on the worst of {len(reports)} runs:" if len(reports) > 1

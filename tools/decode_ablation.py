@@ -53,6 +53,7 @@ VARIANTS = {
         ("    if EMIT_SPARSE_TABLE and PREFETCH_L2 and not PAGES_IN_REGS:\n", "    if False:\n")]},
 }
 SCORE_KEYS = ("kv_chunks", "high_batch", "static_chunks", "num_warps", "num_stages")
+FUSED_MAX_TILE = 512  # index_decode_fused's largest topk_tile (specs/index_decode.py)
 
 
 def build(name, edits, tmp):
@@ -184,10 +185,11 @@ def main():
             calls["two launches, no pdl"] = decode_call(generated.decode_indexer, sc, inp, score,
                                                         {**topk, "pdl": False})
             tile = max(128, 1 << (sc.max_block - 1).bit_length())
-            calls["single launch"] = decode_call(
-                generated.decode_indexer, sc, inp,
-                {"variant": "index_decode_fused", "kv_chunks": score.get("kv_chunks", 64),
-                 "topk_tile": tile, "num_warps": 4, "num_stages": 2}, None)
+            if tile <= FUSED_MAX_TILE:  # the single launch selects from one tile
+                calls["single launch"] = decode_call(
+                    generated.decode_indexer, sc, inp,
+                    {"variant": "index_decode_fused", "kv_chunks": score.get("kv_chunks", 64),
+                     "topk_tile": tile, "num_warps": 4, "num_stages": 2}, None)
         samplers = {}
         for k, fn in calls.items():
             fn()

@@ -6,9 +6,10 @@ indexer on fp32 and fp8 inputs, measured beside ours on H200s (2026-12-01), and 
 time over our bf16 time of the same row.
 Issue 15: vLLM's common Triton indexer (ids only) measured side by side on one H200, CUDA-graph
 replay with L2 flushed before each replay, median µs. Issue 20: vLLM's CUDA router kernel per x
-dtype (two H200s), the router against F.linear, and the small-context decode rows. Issue 5 (older): the decode rows it set that issue
-15 sets nothing for and that are still open (docs/OPEN_PROBLEMS.md), and its router limit
-over the bandwidth floor. Issue 13: host time per eager call.
+dtype (two H200s), the router against F.linear, and the small-context decode rows. Issue 5
+(older): the decode rows it set that issue 15 sets nothing for and that are still open
+(docs/OPEN_PROBLEMS.md), and its router limit over the bandwidth floor. Issue 13: host time per
+eager call.
 
 A verdict is a dict: issue, what (the kind of target), limit, op ("≤" or "≥"), unit, value
 (measured; None when the row failed) and pass. ``attach(report)`` writes each row's verdicts
@@ -225,7 +226,8 @@ def decode_verdicts(row) -> list:
 def router_verdicts(row) -> list:
     out = []
     ours = (row.get("ours") or {}).get("median_us")
-    limits = VLLM_ROUTER_US.get((row["K"], row["N"], row.get("x_dtype")))
+    # rows of runs older than the x dtype axis timed a bf16 x
+    limits = VLLM_ROUTER_US.get((row["K"], row["N"], row.get("x_dtype", "bf16")))
     if limits and row["M"] in ROUTER_MS:
         out.append(verdict(ISSUE20, "≤ vLLM", ours, LE,
                            round(limits[ROUTER_MS.index(row["M"])] + ROUTER_SLACK_US, 2), "µs"))

@@ -117,8 +117,11 @@ class Run:
 
     # -- decode --------------------------------------------------------------------------
     def decode(self, contexts=None, requests=None):
-        points = [(p, False) for p in self.space.decode_points(contexts, requests)] + \
-            [(p, True) for p in self.space.mixed_decode_points(contexts, requests)]
+        # a mixed-length point right after its equal-length twin: a budget that runs out
+        # leaves both out (the bucket keeps its row), not the mixed one alone
+        mixed = set(self.space.mixed_decode_points(contexts, requests))
+        points = [(p, m) for p in self.space.decode_points(contexts, requests)
+                  for m in ((False, True) if p in mixed else (False,))]
         for (R, Q, mb), mixed in points:
             self._plan("index_score", self.space.score_bucket(R, Q, mb))
             for bucket in self.space.topk_buckets(R, Q, mb):
