@@ -84,6 +84,14 @@ def test_decode_ablation_smoke_builds_and_times_every_variant(tmp_path):
     assert all(t > 0 for t in report[0]["us"].values())
 
 
+def test_router_ablation_smoke_builds_and_times_every_variant(tmp_path):
+    run = _run([os.path.join("tools", "router_ablation.py"), str(tmp_path), "--smoke"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "router_ablation.json").read_text())
+    assert len(report) == 4 and all(
+        set(r["us"]) == {"empty kernel", "base", "no_x", "no_w", "no_loads"} for r in report)
+
+
 @pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "sm90_code.py"])
 def test_device_tools_parse_their_command_line(tool):
     run = _run([os.path.join("tools", tool), "--help"], timeout=120)
