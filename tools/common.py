@@ -230,7 +230,8 @@ def time_cpu(fn, reps: int = 3, warmup: int = 1) -> dict:
 
 
 def time_op(fn, *, smoke: bool, reps: int, warmup: int = 2) -> dict:
-    return time_cpu(fn, reps=min(reps, 2), warmup=1) if smoke else time_graph(fn, reps, warmup)
+    """Graph-replay timing; smoke runs (the interpreter: code paths, not speed) call once."""
+    return time_cpu(fn, reps=1, warmup=0) if smoke else time_graph(fn, reps, warmup)
 
 
 def free_memory(collect: bool = True) -> None:
