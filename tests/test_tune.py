@@ -432,6 +432,20 @@ def test_runs_split_by_context_each_decide_their_own_buckets(sm90):
     assert choose.coverage_warning(runs[::2]) == "not robust yet: missing a second machine"
 
 
+def test_attention_points_can_be_limited_to_some_program_counts(reg):
+    """`measure --programs` keeps those representatives only; the other buckets are not
+    planned (so they keep their rows)."""
+    space = Space(reg, reg.hardware["sm_90"], sms=132)
+    every = space.attn_points()
+    some = space.attn_points([4, 8, 16, 32])
+    assert {P for _, _, P in some} == {4, 8, 16, 32}
+    assert all(p in every for p in some) and len(some) < len(every)
+    run = measure.Run(space, FakeDevice(), rounds=1, per_round=1, budget_s=-1,
+                      say=lambda *a: None)
+    run.attention([4, 8])
+    assert {json.dumps(b["bucket"]["programs"]) for b in run.planned} == {"[1, 8]"}
+
+
 def test_long_buckets_are_measured_with_mixed_lengths_too(sm90):
     """At the largest context every point of two requests or more is measured a second time
     with mixed lengths, as another representative of the same buckets, and the chooser weighs

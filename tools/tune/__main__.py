@@ -71,6 +71,9 @@ def parse_args(argv=None):
                    help="decode contexts (tokens) only, e.g. 131072")
     m.add_argument("--requests", type=common.int_list, default=None,
                    help="decode request counts only (among the representatives), e.g. 1,4,16,64")
+    m.add_argument("--programs", type=common.int_list, default=None,
+                   help="attention program counts only (among the representatives), e.g. "
+                        "1,2,4,8,16,32")
     c = sub.add_parser("choose", help="choose rows from run files; --write writes them")
     c.add_argument("runs", nargs="+", help="run files of `measure` (machines)")
     c.add_argument("--write", action="store_true", help="write specs/measured/<target>.json")
@@ -148,7 +151,7 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None) -> in
     r.progress = save
     for section, go in (("decode", lambda: r.decode(args.contexts, args.requests)),
                         ("prefill", r.prefill),
-                        ("attention", r.attention),
+                        ("attention", lambda: r.attention(args.programs)),
                         ("router", lambda: r.router(args.shapes))):
         if section in args.sections:
             try:

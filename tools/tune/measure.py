@@ -240,8 +240,8 @@ class Run:
         self._said("prefill", label, len(scorers) + len(sels) + len(ones), 3, t)
 
     # -- attention -----------------------------------------------------------------------
-    def attention(self):
-        for mode, inputs, programs in self.space.attn_points():
+    def attention(self, programs=None):
+        for mode, inputs, programs in self.space.attn_points(programs):
             sp = self.space
             table = "sparse_attn_" + mode
             bucket = sp.attn_bucket(inputs, programs)

@@ -504,11 +504,14 @@ class Space:
         return self._with_anchors(cands, table, bucket)
 
     # -- attention -----------------------------------------------------------------------------
-    def attn_points(self) -> list:
-        """(mode, inputs, programs) measured, largest first."""
+    def attn_points(self, programs=None) -> list:
+        """(mode, inputs, programs) measured, largest first; ``programs``: those
+        representatives only (a bucket whose representatives are all left out keeps its row)."""
         reps = sorted((P for ps in self.attn_buckets.values() for P in ps), reverse=True)
         if self.quick:
             reps = [16, 2048]
+        if programs:
+            reps = [P for P in reps if P in programs]
         return [(mode, i, P) for P in reps for mode in ATTN_TABLES for i in self.attn_inputs
                 if i["group"] in self.attn_kv_heads]
 
