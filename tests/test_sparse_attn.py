@@ -655,7 +655,8 @@ def test_gpu_split_merge_in_a_graph_replays_exactly(merge_kernel):
                                           output=torch.empty_like(out))
         torch.cuda.synchronize()
         assert torch.equal(out, want)
-    assert not sk._COUNTERS[out.device].any()
+    if not merge_kernel:  # (the merge kernel uses no counters)
+        assert not sk._COUNTERS[out.device].any()
 
 
 @pytest.mark.gpu
