@@ -43,8 +43,7 @@ VARIANTS = {
               ("    v = tl.load(base + v_off + kv_offs).to(q.dtype)\n",
                "    v = tl.zeros([_BLOCK, D], q.dtype)\n", 1)],
     # one grid axis with the splits fastest (a row's splits start together; a correct
-    # kernel: compare times). Timed −0.4 to +0.3 µs against base on 2026-12-01
-    # (GPU-0621aea7), in a version whose arrival counters were indexed wrongly: re-measure
+    # kernel: compare times). −0.24 to +1.07 µs against base on 2026-12-01 (GPU-83c98272)
     "splits_first": [("    pair = tl.program_id(0) // HS\n",
                       "    split = tl.program_id(0) % SPLITS\n"
                       "    grp = tl.program_id(0) // SPLITS\n    pair = grp // HS\n"),
