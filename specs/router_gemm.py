@@ -1,12 +1,14 @@
 """fp32 low-token router GEMM (docs/KERNELS.md §11): one RouterGemmShape per weight shape.
 
 Launch tables map token-count buckets (gfx950/generic: M ≤ 4, 5–16, 17–32, upstream's; the
-measured tables use finer ones) to a kernel and its launch parameters. A row without `kernel=` takes the per-expert kernel of §11 (block_m, block_k,
-num_warps, num_stages); `kernel="splitk"` takes the split-K tl.dot kernel (block_m ≥ the
-bucket's largest M, block_n, block_k, split_k with block_k·split_k dividing hidden_size,
-num_warps, num_stages; see codegen/families/router_gemm.py). gfx950 reproduces the upstream
-table exactly; every measured target (sm_90) takes its rows from its data file
-(specs/measured/<target>.json, measured by tools/tune); generic is a conservative default.
+measured tables use finer ones) to a kernel and its launch parameters. A row without `kernel=`
+takes the per-expert kernel of §11 (block_m, block_e, block_k, num_warps, num_stages; upstream's
+rows and generic's are block_e = 1, one expert per program); `kernel="splitk"` takes the split-K
+tl.dot kernel (block_m ≥ the bucket's largest M, block_n, block_k, split_k with block_k·split_k
+dividing hidden_size, num_warps, num_stages; see codegen/families/router_gemm.py). gfx950
+reproduces the upstream table exactly; every measured target (sm_90) takes its rows from its
+data file (specs/measured/<target>.json, measured by tools/tune); generic is a conservative
+default.
 """
 from codegen.families.router_gemm import RouterGemmFamily, RouterGemmShape
 from codegen.model import TensorContract
@@ -22,12 +24,13 @@ def measured(hidden_size, num_experts):
 
 
 def gfx950(small, mid, large):
-    """Upstream gfx950 rows: (block_m, block_k, num_warps) per bucket; always one stage."""
+    """Upstream gfx950 rows: (block_m, block_k, num_warps) per bucket; one expert per program and
+    one stage always."""
     rows = []
     for (lo, hi), (block_m, block_k, num_warps) in zip(((1, 4), (5, 16), (17, 32)),
                                                       (small, mid, large)):
-        rows.append((lo, hi, dict(block_m=block_m, block_k=block_k, num_warps=num_warps,
-                                  num_stages=1)))
+        rows.append((lo, hi, dict(block_m=block_m, block_e=1, block_k=block_k,
+                                  num_warps=num_warps, num_stages=1)))
     return Buckets(axis="num_tokens", rows=tuple(rows))
 
 
@@ -35,14 +38,14 @@ def gfx950(small, mid, large):
 # kernel: plain loads and reductions only (no tl.dot, no atomics, no persistent counter), the
 # most portable choice for a table nobody has measured.
 GENERIC = Buckets(axis="num_tokens", rows=(
-    (1, 4, dict(block_m=1, block_k=1024, num_warps=4, num_stages=1)),
-    (5, 16, dict(block_m=4, block_k=1024, num_warps=4, num_stages=1)),
-    (17, 32, dict(block_m=8, block_k=1024, num_warps=4, num_stages=1)),
+    (1, 4, dict(block_m=1, block_e=1, block_k=1024, num_warps=4, num_stages=1)),
+    (5, 16, dict(block_m=4, block_e=1, block_k=1024, num_warps=4, num_stages=1)),
+    (17, 32, dict(block_m=8, block_e=1, block_k=1024, num_warps=4, num_stages=1)),
 ))
 # The same rows for a shape that serves at most 9 tokens.
 GENERIC_9 = Buckets(axis="num_tokens", rows=(
-    (1, 4, dict(block_m=1, block_k=1024, num_warps=4, num_stages=1)),
-    (5, 9, dict(block_m=4, block_k=1024, num_warps=4, num_stages=1)),
+    (1, 4, dict(block_m=1, block_e=1, block_k=1024, num_warps=4, num_stages=1)),
+    (5, 9, dict(block_m=4, block_e=1, block_k=1024, num_warps=4, num_stages=1)),
 ))
 
 SPECS = (

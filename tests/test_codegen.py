@@ -243,8 +243,22 @@ def test_router_block_k_must_divide_hidden_size(spec_copy):
     assert "2048 does not divide hidden_size 3072" in message
 
 
+def test_router_block_e_must_divide_num_experts(spec_copy):
+    path = spec_copy / "router_gemm.py"
+    text = path.read_text()
+    old = "(17, 32, dict(block_m=8, block_e=1, block_k=1024, num_warps=4, num_stages=1)),"
+    assert old in text
+    path.write_text(text.replace(old, old.replace("block_e=1", "block_e=16")))
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    message = str(info.value)
+    assert "router_gemm_k4096_n8" in message and "field 'launch.generic.block_e'" in message
+    assert "16 does not divide num_experts 8 (the kernel has no expert masking)" in message
+    assert "router_gemm.py:" in message
+
+
 # A generic split-K row replacing the last generic bucket (17–32) of every router shape.
-GENERIC_LAST = "(17, 32, dict(block_m=8, block_k=1024, num_warps=4, num_stages=1)),"
+GENERIC_LAST = "(17, 32, dict(block_m=8, block_e=1, block_k=1024, num_warps=4, num_stages=1)),"
 
 
 def _splitk_row(**kw):
@@ -492,7 +506,8 @@ def test_explain_policy_text_and_json(capsys):
     assert "variant: router_gemm_k6144_n128" in out and "specs/router_gemm.py" in out
     assert cli.main(argv + ["--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["params"] == {"block_m": 4, "block_k": 2048, "num_warps": 8, "num_stages": 1}
+    assert info["params"] == {"block_m": 4, "block_e": 1, "block_k": 2048, "num_warps": 8,
+                              "num_stages": 1}
     import generated
     same = generated.explain_router_gemm(6144, 128, 20, "gfx950", "fp32")
     assert same["rule"] == info["rule"] and same["block_k"] == 2048

@@ -155,8 +155,8 @@ def test_bf16_weight_kernels_on_a_weight_slice(kernel, x_dtype):
     w = w[:16].contiguous()
     out = torch.full((3, 16), float("nan"), device=DEVICE)
     if kernel == "per_expert":
-        moe_router.launch_router_gemm(x, w, out, block_m=2, block_k=1024, num_warps=4,
-                                      num_stages=1)
+        moe_router.launch_router_gemm(x, w, out, block_m=2, block_e=4, block_k=1024,
+                                      num_warps=4, num_stages=1)
     else:
         moe_router.launch_router_gemm_splitk(x, w, out, block_m=16, block_n=16, block_k=256,
                                              split_k=4, tf32x3=not torch.cuda.is_available() or

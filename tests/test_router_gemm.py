@@ -25,6 +25,7 @@ from generated import (
     can_use_router_gemm,
     explain_router_gemm,
     explain_router_logits,
+    launch_router_gemm,
     launch_router_gemm_splitk,
     router_gemm,
     router_logits,
@@ -506,6 +507,7 @@ def test_explain_returns_row_params(row):
             assert info[name] == value, (name, hw, K, N, m)
         for name in ("block_m", "block_k", "num_warps", "num_stages"):
             assert name in info
+        assert ("block_e" in info) == (kind == "per_expert")
         bm, bk = row.params["block_m"], row.params["block_k"]
         assert bm & (bm - 1) == 0 and bk & (bk - 1) == 0 and 1 <= bm <= MAX_TOKENS
         if kind == "splitk":
@@ -516,9 +518,10 @@ def test_explain_returns_row_params(row):
             assert info["launch_grid"] == (-(-N // bn), sk)
             assert info["grid"] == -(-N // bn) * sk
         else:
-            # tile constraints of §11: no K masking, power-of-two tiles, BLOCK_M <= 32
-            assert K % bk == 0
-            assert info["grid"] == -(-m // bm) * N
+            # tile constraints of §11: no K or expert masking, power-of-two tiles, BLOCK_M <= 32
+            be = row.params["block_e"]
+            assert K % bk == 0 and N % be == 0 and be & (be - 1) == 0
+            assert info["grid"] == -(-m // bm) * (N // be)
             assert info["launch_grid"] == (info["grid"],)
 
 
@@ -531,8 +534,9 @@ def test_gfx950_table_equals_kernels_md(shape):
                 info = explain_router_gemm(K, N, m, alias)
                 assert info["hardware"] == "gfx950"
                 assert info["kernel"] == "per_expert" and "split_k" not in info
-                got = (info["block_m"], info["block_k"], info["num_warps"], info["num_stages"])
-                assert got == (bm, bk, nw, 1), (shape, m, alias)
+                got = (info["block_m"], info["block_e"], info["block_k"], info["num_warps"],
+                       info["num_stages"])
+                assert got == (bm, 1, bk, nw, 1), (shape, m, alias)
 
 
 def test_hardware_aliases_resolve():
@@ -625,15 +629,16 @@ def test_forced_hardware_launch(hw, shape, bucket, dtype_name, kernel_spy):
         assert grid == (-(-N // p["block_n"]), p["split_k"])
         assert kwargs["BLOCK_N"] == p["block_n"] and kwargs["SPLIT_K"] == p["split_k"]
     else:
-        assert grid == (-(-M // p["block_m"]) * N,)
+        assert grid == (-(-M // p["block_m"]) * (N // p["block_e"]),)
+        assert kwargs["BLOCK_E"] == p["block_e"]
     assert grid == explain_router_gemm(K, N, M, hw, dtype_name)["launch_grid"]
     assert kwargs["BLOCK_M"] == p["block_m"] and kwargs["BLOCK_K"] == p["block_k"]
     assert kwargs["num_warps"] == p["num_warps"] and kwargs["num_stages"] == p["num_stages"]
     assert kwargs["HIDDEN_SIZE"] == K and kwargs["NUM_EXPERTS"] == N
     if hw == "gfx950":
         bm, bk, nw = GFX950_TABLE[shape][BUCKETS.index(bucket)]
-        assert (kwargs["BLOCK_M"], kwargs["BLOCK_K"], kwargs["num_warps"],
-                kwargs["num_stages"]) == (bm, bk, nw, 1)
+        assert (kwargs["BLOCK_M"], kwargs["BLOCK_E"], kwargs["BLOCK_K"], kwargs["num_warps"],
+                kwargs["num_stages"]) == (bm, 1, bk, nw, 1)
 
 
 def test_default_hardware_is_detected(kernel_spy):
@@ -745,6 +750,49 @@ def test_splitk_launcher_rejects_bad_tiles(no_kernel):
         launch_router_gemm_splitk(x, w, out, **splitk_params(17, block_k=1024, split_k=8))
     with pytest.raises(ValueError, match="split_k"):
         launch_router_gemm_splitk(x, w, out, **splitk_params(17, split_k=0))
+
+
+# (shape, M, x dtype, block_m, block_e, block_k, num_warps): expert tiles of 2–8 experts (all
+# of a shape's experts in one tile, too), partial last row tiles, both x dtypes
+EXPERT_TILE_CASES = [
+    ((4096, 8), 1, "bf16", 1, 8, 1024, 4),
+    ((4096, 8), 5, "fp32", 4, 2, 512, 4),
+    ((3072, 256), 3, "bf16", 2, 4, 1024, 8),
+    ((3072, 256), 5, "fp32", 4, 4, 512, 4),
+]
+
+
+def run_per_expert(x, w, **params):
+    out = torch.full((x.shape[0], w.shape[0]), float("nan"), device=x.device)
+    launch_router_gemm(x, w, out, num_stages=1, **params)
+    return out
+
+
+@pytest.mark.parametrize("shape,M,dtype_name,block_m,block_e,block_k,num_warps",
+                         EXPERT_TILE_CASES,
+                         ids=[f"{shape_id(s)}-M{m}-{d}-bm{bm}-be{be}"
+                              for s, m, d, bm, be, _, _ in EXPERT_TILE_CASES])
+def test_expert_tiles_match_reference(shape, M, dtype_name, block_m, block_e, block_k,
+                                      num_warps):
+    """The per-expert kernel with block_e experts per program: every logit written (NaN
+    poison), within the fp64 reference's bounds, the same top-k."""
+    K, N = shape
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("tiles", shape, M, block_e))
+    out = run_per_expert(x, w, block_m=block_m, block_e=block_e, block_k=block_k,
+                         num_warps=num_warps)
+    ref = check_logits(out, x, w)
+    check_topk(out, ref, topk_k(shape))
+
+
+def test_per_expert_launcher_rejects_bad_tiles(no_kernel):
+    x, w = make_inputs(4096, 8, 3, torch.float32, seed=seed_of("per-expert-bad"))
+    out = torch.empty(3, 8, device=DEVICE)
+    with pytest.raises(ValueError, match="^block_e: 16 does not divide num_experts 8"):
+        launch_router_gemm(x, w, out, block_m=1, block_e=16, block_k=1024, num_warps=4,
+                           num_stages=1)
+    with pytest.raises(ValueError, match="^block_k: 8192 does not divide hidden_size 4096"):
+        launch_router_gemm(x, w, out, block_m=1, block_e=1, block_k=8192, num_warps=4,
+                           num_stages=1)
 
 
 def test_splitk_tf32x3_needs_nvidia(monkeypatch, no_kernel):
@@ -977,6 +1025,28 @@ def test_gpu_all_token_counts(shape, dtype_name):
         ref = check_logits(out, x, w)
         assert out.shape == (M, N)
         if M:
+            check_topk(out, ref, topk_k(shape))
+    torch.cuda.synchronize()
+
+
+@gpu
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("shape", SPEC_SHAPES + BF16_WEIGHT_SHAPES, ids=shape_id)
+def test_gpu_expert_tiles_all_token_counts(shape, dtype_name):
+    """Every M the shape serves through expert tiles of 2, 4 and 8 (forced), at one and at four
+    rows per program: within the fp64 reference's bounds, the same top-k."""
+    K, N = shape
+    w_dtype = torch.bfloat16 if shape in BF16_WEIGHT_SHAPES else torch.float32
+    cap = generated.ROUTER_GEMM_LIMITS[shape][1]
+    x_all, w = make_inputs(K, N, cap, DTYPES[dtype_name], device="cuda", w_dtype=w_dtype,
+                           seed=seed_of("gpu-tiles", shape, dtype_name))
+    for block_m, block_e, num_warps in ((1, 8, 4), (4, 2, 4), (4, 4, 2)):
+        block_k = 4 * 32 * num_warps  # four weight elements per thread per step
+        for M in range(1, cap + 1):
+            x = x_all[:M]
+            out = run_per_expert(x, w, block_m=block_m, block_e=block_e, block_k=block_k,
+                                 num_warps=num_warps)
+            ref = check_logits(out, x, w)
             check_topk(out, ref, topk_k(shape))
     torch.cuda.synchronize()
 

@@ -421,7 +421,7 @@ def run_router(args, generated, device, bw, empty_us, reps):
                                                          common.detected_hardware(args.smoke),
                                                          DTYPE_KEYS[dt])
                     row["launch"] = {k: info.get(k) for k in (
-                        "kernel", "variant", "block_m", "block_n", "block_k", "split_k",
+                        "kernel", "variant", "block_m", "block_e", "block_n", "block_k", "split_k",
                         "num_warps", "num_stages", "hardware") if k in info}
                 except Exception as e:  # noqa: BLE001
                     row["launch"] = {"error": str(e)[:200]}

@@ -1,6 +1,7 @@
 """Device study: where the per-expert router kernel's time goes at small M (the rows where
 vLLM's CUDA kernel is ahead). Variants of generated/moe_router.py, each built by replacing one
-load of the kernel's source text (x, or the weight row, becomes a constant: no traffic for it),
+load of the kernel's source text (x, or the weight tile, becomes a load of one element: no
+traffic for it),
 run with the sm_90 table's launch of the row and timed interleaved with the kernel as
 generated and an empty kernel (graph replay, L2 flushed). The variants' outputs are wrong by
 design: timing only. If dropping x's loads (every program reads all of x from L2) recovers
@@ -28,17 +29,23 @@ import generated  # noqa: E402,F401
 from generated import moe_router as base  # noqa: E402
 from tune.measure import interleave  # noqa: E402
 
-X_LOAD = ("        x = tl.load(x_ptr + rows[:, None] * HIDDEN_SIZE + (k0 + cols)[None, :],\n"
-          "                    mask=row_ok[:, None], other=0.0)\n")
-W_LOAD = "        w = tl.load(w_ptr + expert * HIDDEN_SIZE + k0 + cols)\n"
-X_CONST = "        x = tl.full((BLOCK_M, BLOCK_K), 1.0, tl.float32).to(x_ptr.dtype.element_ty)\n"
-W_CONST = "        w = tl.full((BLOCK_K,), 1.0, tl.float32).to(w_ptr.dtype.element_ty)\n"
+X_LOAD = ("        x = tl.load(x_ptr + rows[:, None, None] * HIDDEN_SIZE + (k0 + cols)[None, None, :],\n"
+          "                    mask=row_ok[:, None, None], other=0.0)\n")
+W_LOAD = ("        w = tl.load(w_ptr + experts[None, :, None] * HIDDEN_SIZE"
+          " + (k0 + cols)[None, None, :])\n")
+# Stand-ins keep a load of the same shape, layout and mask, at one address for every element
+# (an L1 hit after the first): a constant tile instead changes what the compiler emits for the
+# products and measured slower than the kernel itself.
+X_CONST = ("        x = tl.load(x_ptr + (rows * 0)[:, None, None] + (cols * 0)[None, None, :],\n"
+           "                    mask=row_ok[:, None, None], other=0.0)\n")
+W_CONST = ("        w = tl.load(w_ptr + (experts * 0)[None, :, None]"
+           " + (cols * 0)[None, None, :])\n")
 # name -> [(old text, new text)] applied to generated/moe_router.py
 VARIANTS = {
     "base": [],
-    # x is a constant: no x traffic (each program otherwise reads all of x from L2)
+    # x is one element: no x traffic (each program otherwise reads all of its rows from L2)
     "no_x": [(X_LOAD, X_CONST)],
-    # the weight row is a constant: no weight traffic
+    # the weight tile is one element: no weight traffic
     "no_w": [(W_LOAD, W_CONST)],
     # neither: the launch, the products and the store
     "no_loads": [(X_LOAD, X_CONST), (W_LOAD, W_CONST)],
@@ -90,7 +97,7 @@ def main():
         if launch["kernel"] != "per_expert":
             print(f"{label}: {launch['kernel']} row, skipped", flush=True)
             continue
-        params = {k: launch[k] for k in ("block_m", "block_k", "num_warps", "num_stages")}
+        params = {k: launch[k] for k in ("block_m", "block_e", "block_k", "num_warps", "num_stages")}
         calls = {"empty kernel": lambda: common.launch_empty(dummy)}
         for name, mod in mods.items():
             run = mod.prepare_router_gemm(x, w, **params)

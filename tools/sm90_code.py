@@ -2,7 +2,7 @@
 """What a generated kernel compiles to for sm_90, on any machine (no GPU: Triton's bundled
 ptxas and nvdisasm): registers, spills and the SASS instructions by kind, per thread.
 
-    python3 tools/sm90_code.py router --shape 6144x256 --block-m 4 --block-k 512 --warps 4 --x bf16
+    python3 tools/sm90_code.py router --shape 6144x256 --block-m 4 --block-e 2 --block-k 512 --warps 4
     python3 tools/sm90_code.py scorer --q bf16 --cache fp8e4m3 --block-q 4 --warps 4 --stages 3
 
 Arguments are specialized the way the JIT specializes contiguous, 16-byte aligned tensors:
@@ -71,14 +71,15 @@ def facts(compiled) -> dict:
             "spill_loads": number(r"(\d+) bytes spill loads"), "ops": dict(ops)}
 
 
-def router(shape=(6144, 256), block_m=4, block_k=512, warps=4, x="bf16", w="fp32"):
+def router(shape=(6144, 256), block_m=4, block_k=512, warps=4, x="bf16", w="fp32", block_e=1):
     """The router's per-expert kernel at one launch row."""
     from generated import moe_router
 
     K, N = shape
     return compile_kernel(moe_router._router_gemm_kernel,
                           {"x_ptr": POINTER[x], "w_ptr": POINTER[w], "out_ptr": "*fp32"},
-                          dict(HIDDEN_SIZE=K, NUM_EXPERTS=N, BLOCK_M=block_m, BLOCK_K=block_k),
+                          dict(HIDDEN_SIZE=K, NUM_EXPERTS=N, BLOCK_M=block_m, BLOCK_E=block_e,
+                               BLOCK_K=block_k),
                           num_warps=warps, num_stages=1)
 
 
@@ -121,6 +122,7 @@ def main(argv=None):
     r = sub.add_parser("router", help="per-expert router kernel")
     r.add_argument("--shape", default="6144x256", help="KxN weight shape")
     r.add_argument("--block-m", type=int, default=4)
+    r.add_argument("--block-e", type=int, default=1)
     r.add_argument("--block-k", type=int, default=512)
     r.add_argument("--warps", type=int, default=4)
     r.add_argument("--x", choices=("bf16", "fp32"), default="bf16")
@@ -137,9 +139,10 @@ def main(argv=None):
     os.environ.pop("TRITON_INTERPRET", None)  # the interpreter replaces @triton.jit functions
     if args.kernel == "router":
         K, N = (int(v) for v in args.shape.split("x"))
-        compiled = router((K, N), args.block_m, args.block_k, args.warps, args.x, args.w)
-        name = (f"router {args.shape} x {args.x} w {args.w} block_m {args.block_m} block_k "
-                f"{args.block_k} warps {args.warps}")
+        compiled = router((K, N), args.block_m, args.block_k, args.warps, args.x, args.w,
+                          args.block_e)
+        name = (f"router {args.shape} x {args.x} w {args.w} block_m {args.block_m} block_e "
+                f"{args.block_e} block_k {args.block_k} warps {args.warps}")
     else:
         compiled = scorer(args.q, args.cache, args.head_dim, 1, args.block_q, args.warps,
                           args.stages)

@@ -8,8 +8,9 @@ and to the ``router_gemm`` dispatch policy.
 Kernels (a launch table row picks one with ``kernel=``; default ``per_expert``):
 
 - ``per_expert`` (variant ``router_gemm_k{K}_n{N}``): docs/KERNELS.md §11, one program per
-  (row tile, expert), BLOCK_M×BLOCK_K fp32 partials reduced at the end. Params block_m,
-  block_k, num_warps, num_stages.
+  (row tile, expert tile of block_e experts; block_e divides N), BLOCK_M×BLOCK_E×BLOCK_K fp32
+  partials reduced at the end; the program's x tile is read once for its block_e experts.
+  Params block_m, block_e, block_k, num_warps, num_stages.
 - ``splitk`` (variant ``router_gemm_splitk_k{K}_n{N}``): grid (cdiv(N, block_n), split_k), one
   row tile of block_m ≥ M rows; program (nt, ks) forms the [block_m, block_n] partial of its K
   slice with a ``tl.dot``: exact fp32 FMAs, or with ``tf32x3=True`` three TF32 tensor-core
@@ -46,6 +47,8 @@ KERNELS = (PER_EXPERT, SPLITK)  # the first one is the default of a row without 
 
 PARAMS = (
     Param(name="block_m", kind="int", pow2=True, maximum=32, doc="token rows per program"),
+    Param(name="block_e", kind="int", pow2=True, maximum=64,
+          doc="experts per program (dividing num_experts; each reads its x tile once)"),
     Param(name="block_k", kind="int", pow2=True, maximum=8192, doc="hidden columns per step"),
     NUM_WARPS,
     NUM_STAGES,
@@ -168,6 +171,11 @@ class RouterGemmShape:
                     _fail_at(self, loc, f"launch.{hw}.block_k",
                              f"{block_k} does not divide hidden_size {self.hidden_size} "
                              f"(the kernel has no K masking)")
+                block_e = params.get("block_e")
+                if is_pow2(block_e) and self.num_experts % block_e:
+                    _fail_at(self, loc, f"launch.{hw}.block_e",
+                             f"{block_e} does not divide num_experts {self.num_experts} "
+                             f"(the kernel has no expert masking)")
 
     def _check_splitk(self, hw, lo, hi, params, loc):
         """Tile rules of the split-K kernel (types and unknown/missing keys are reported by

@@ -223,24 +223,49 @@ class Space:
                 return rg.token_cap(spec, self.reg.extras[rg.NAME])
         return self.max_tokens
 
-    def per_expert_candidates(self, K, lo, hi) -> list:
+    def per_expert_candidates(self, K, N, lo, hi) -> list:
         """block_m ≤ the bucket's largest M, ≤ 8 and ≥ 4 once M > 4 (more rows per program never
         won); block_k ≥ 256 dividing K; one stage; 4–16 weight elements per thread per step
-        (16-byte loads) and 4–32 fp32 partial sums per thread (every upstream row is inside)."""
+        (16-byte loads) and 4–32 fp32 partial sums per thread (every upstream row is inside).
+        Expert tiles too (block_e 2–8 dividing N: every program reads its rows of x in full,
+        so block_e divides that traffic) where every warp lies along K (one or two 16-byte
+        weight loads per thread per step: otherwise each step converts layouts through shared
+        memory) and the registers fit: the whole row's loads are issued up front (fp32 x at
+        worst) and the partial sums stay, ≤ 192 per thread (sm_90 compiles of every shape)."""
         p = {x.name: x for x in rg.PARAMS}
+        w_bytes = self.router_weight_bytes((K, N))
+        vec = 16 // w_bytes
         out = []
         for bm in pow2_values(p["block_m"], hi=min(hi, 8)):
             if hi > 4 and bm < 4:
                 continue
-            for bk in pow2_values(p["block_k"], lo=256):
-                if K % bk:
+            for be in pow2_values(p["block_e"], hi=8):
+                if N % be:
                     continue
-                for nw in pow2_values(p["num_warps"]):
-                    lanes = bk / (self.warp * nw)
-                    if 4 <= lanes <= 16 and 4 <= bm * lanes <= 32:
-                        out.append(("per_expert", dict(block_m=bm, block_k=bk, num_warps=nw,
-                                                       num_stages=1)))
+                for bk in pow2_values(p["block_k"], lo=256):
+                    if K % bk:
+                        continue
+                    for nw in pow2_values(p["num_warps"]):
+                        threads = self.warp * nw
+                        lanes = bk / threads
+                        if be == 1:
+                            fits = 4 <= lanes <= 16 and 4 <= bm * lanes <= 32
+                        else:
+                            loads = K * (be * w_bytes + bm * 4) / (4 * threads)
+                            fits = bk / (vec * threads) in (1, 2) and \
+                                loads + bm * be * lanes <= 192
+                        if fits:
+                            out.append(("per_expert", dict(block_m=bm, block_e=be, block_k=bk,
+                                                           num_warps=nw, num_stages=1)))
         return out
+
+    def router_weight_bytes(self, shape) -> int:
+        """Bytes per element of the router weight of ``shape`` (its spec's weight_dtype)."""
+        for spec in self.reg.family_specs[rg.NAME]:
+            if isinstance(spec, rg.RouterGemmShape) and \
+                    (spec.hidden_size, spec.num_experts) == tuple(shape):
+                return 2 if spec.weight_dtype in ("bf16", "fp16") else 4
+        raise KeyError(shape)
 
     def splitk_candidates(self, K, N, lo, hi) -> list:
         """One row tile (block_m = next_pow2(≥ 16, M)); block_n 16..64 (≤ next_pow2(N));
@@ -285,7 +310,7 @@ class Space:
     def router_candidates(self, K, N, lo, hi) -> list:
         """Per-expert and split-K candidates, anchored at the rows of both x dtypes (each
         representative is recorded in its x dtype's bucket: `router_bucket`)."""
-        cands = self.per_expert_candidates(K, lo, hi) + self.splitk_candidates(K, N, lo, hi)
+        cands = self.per_expert_candidates(K, N, lo, hi) + self.splitk_candidates(K, N, lo, hi)
         for dt in self.router_x_dtypes:
             cands = self._with_anchors(cands, "router_gemm", self.router_bucket((K, N), lo, hi,
                                                                                 dt))

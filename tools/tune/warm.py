@@ -42,7 +42,8 @@ def warm_groups(space, sections, shapes=None, contexts=None, requests=None) -> l
                             ("router", shape, m, dt, kernel, params))
                     else:
                         add(("per_expert", shape, dt, params["block_m"]),
-                            (params["block_k"], params["num_warps"], _int_class(m)),
+                            (params["block_e"], params["block_k"], params["num_warps"],
+                             _int_class(m)),
                             ("router", shape, m, dt, kernel, params))
     if "decode" in sections:
         for R, Q, mb in space.decode_points(contexts, requests):
