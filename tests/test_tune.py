@@ -775,6 +775,19 @@ def test_warm_up_groups_cover_each_compile_once(sm90):
     assert any(t[0] == "decode" for g in groups for t in g)
 
 
+def test_warm_up_groups_cover_each_attention_candidate(sm90):
+    """Every candidate of every attention point measured (the quick space at 16 programs), each
+    once, a point's candidates in one group (its inputs are built once per worker)."""
+    groups = warm.warm_groups(sm90, ["attention"], programs=[16])
+    want = {(mode, inputs["group"], P, variant, repr(params))
+            for mode, inputs, P in sm90.attn_points([16])
+            for variant, params in sm90.attn_candidates_at(mode, inputs, P)}
+    got = [(t[1], t[2]["group"], t[3], t[4], repr(t[5])) for g in groups for t in g]
+    assert sorted(got) == sorted(want) and want
+    for g in groups:
+        assert len({(t[1], t[2]["group"], t[3]) for t in g}) == 1
+
+
 def test_command_line():
     args = cli.parse_args(["measure", "--out", "x.json", "--sections", "router",
                            "--contexts", "131072", "--requests", "1,4", "--shapes", "6144x128"])

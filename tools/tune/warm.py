@@ -1,7 +1,7 @@
 """Compile warm-up: fill Triton's disk cache in parallel worker processes before timing.
 
-Every candidate is its own Triton compile (about 1600 for the router section, 4000 for
-decode); compiled serially in the timing process that would take most of a device call. The
+Every candidate is its own Triton compile (about 2200 for the router section, 4000 for
+decode, 100 per attention point); compiled serially in the timing process that would take most of a device call. The
 workers launch one representative of every distinct compile key once (constexprs, launch
 options, and the integer specialisations Triton makes: 1 and multiples of 16 are their own
 compiles), grouped so no two workers compile the same kernel. The timing process then only
@@ -22,7 +22,8 @@ def _int_class(n: int) -> int:
     return 1 if n == 1 else (16 if n % 16 == 0 else 0)
 
 
-def warm_groups(space, sections, shapes=None, contexts=None, requests=None) -> list:
+def warm_groups(space, sections, shapes=None, contexts=None, requests=None,
+                programs=None) -> list:
     """Disjoint groups of launch tasks covering every compile the timing loop will need,
     longest first (a decode compile costs several router compiles)."""
     groups: dict = {}
@@ -61,6 +62,14 @@ def warm_groups(space, sections, shapes=None, contexts=None, requests=None) -> l
                     tuple(sorted(sel.items())) + (_int_class(R * Q),),
                     ("decode", R, Q, *default, sel))
 
+    if "attention" in sections:
+        # one group per point (its inputs are built once per worker); a program count's
+        # integer specialisations differ, so every point compiles its own candidates
+        for mode, inputs, P in space.attn_points(programs):
+            for variant, params in space.attn_candidates_at(mode, inputs, P):
+                add(("attention", mode, inputs["group"], P), (variant, tuple(params.items())),
+                    ("attention", mode, inputs, P, variant, params))
+
     def cost(tasks):
         return sum(1 if t[0] == "router" else 4 for t in tasks)
 
@@ -85,6 +94,13 @@ def _worker(args):
                     cache.clear()
                     cache[("w", shape)] = dev.router_weight(*shape)
                 dev.router_call(dev.router_case(cache[("w", shape)], m, dt), kernel, params)()
+            elif task[0] == "attention":
+                _, mode, inputs, P, variant, params = task
+                key = ("a", mode, inputs["group"], P)
+                if key not in cache:
+                    cache.clear()
+                    cache[key] = dev.attn_case(mode, inputs, P)
+                dev.attn_call(cache[key], variant, params)()
             else:
                 _, R, Q, variant, params, sel = task
                 if ("d", R, Q) not in cache:
@@ -105,14 +121,14 @@ def _worker(args):
 
 
 def warm(space, sections, jobs=None, timeout_s=240.0, shapes=None, contexts=None, requests=None,
-         say=common.say) -> dict:
+         programs=None, say=common.say) -> dict:
     """Run the warm-up pool; returns what it did (for the run file)."""
     jobs = min(14, max(1, (os.cpu_count() or 2) - 2)) if jobs is None else jobs
-    work = warm_groups(space, sections, shapes, contexts, requests)
+    work = warm_groups(space, sections, shapes, contexts, requests, programs)
     if jobs <= 0 or not work:
         return {"skipped": True}
     consts = {"block": space.block, "head_dim": space.head_dim, "topk": space.topk,
-              "inputs": space.inputs}
+              "inputs": space.inputs, "attn_kv_heads": space.attn_kv_heads}
     tasks, t = sum(len(g) for g in work), time.time()
     say(f"== compile warm-up: {tasks} kernels in {len(work)} groups on {jobs} workers")
     try:
