@@ -92,6 +92,39 @@ def test_router_ablation_smoke_builds_and_times_every_variant(tmp_path):
         set(r["us"]) == {"empty kernel", "base", "no_x", "no_w", "no_loads"} for r in report)
 
 
+def test_launch_compare_times_only_the_rows_whose_launch_changed(tmp_path):
+    """An old data file equal to the current one but for one router row and one attention row,
+    each missing a parameter added later (filled with the launcher's default): those two rows
+    are timed old against new, every other row is the same launch."""
+    with open(os.path.join(ROOT, "specs", "measured", "sm_90.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    router = next(r for r in data["router_gemm"] if r["shape"] == [4096, 8]
+                  and r["x_dtype"] == "bf16" and r["num_tokens"][0] == 1)
+    router["params"]["num_warps"] = 1 if router["params"]["num_warps"] != 1 else 2
+    router["kernel"], router["params"] = "per_expert", {
+        k: v for k, v in router["params"].items() if k in ("block_m", "block_k", "num_warps",
+                                                          "num_stages")} | {"block_m": 1}
+    attn = next(r for r in data["sparse_attn_decode"] if r["group"] == 16
+                and r["programs"][0] == 1)
+    attn["params"] = {"splits": 2, "kv_tile": 128, "head_split": 1, "num_warps": 4,
+                      "num_stages": 2}  # no merge_kernel: False, as before it existed
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    run = _run([os.path.join("tools", "launch_compare.py"), str(tmp_path), "--old", str(old),
+                "--smoke"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = json.loads((tmp_path / "launch_compare.json").read_text())["rows"]
+    timed = {r["row"] for r in rows if "us" in r}
+    assert timed == {"router (4096,8) M1 bf16", "attention 16/1 R2 1024 tokens Q1"}, rows
+    for r in rows:
+        if "us" in r:
+            assert set(r["us"]) == {"empty kernel", "old", "new"}
+            assert r["old"] != r["new"]
+        else:
+            assert r["same"] and r["old"] == r["new"]
+    assert len(rows) > len(timed)
+
+
 @pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "sm90_code.py"])
 def test_device_tools_parse_their_command_line(tool):
     run = _run([os.path.join("tools", tool), "--help"], timeout=120)

@@ -1,0 +1,260 @@
+"""Device study: did a re-tune help? For the bench's router and sparse-attention rows, the launch
+an earlier version of the measured data file gives (specs/measured/<target>.json at a git
+revision, or a file) against the launch the current tables give, timed interleaved in one
+process with an empty kernel (graph replay, L2 flushed, the order rotating each round:
+`tune.measure.interleave`). Rows whose two launches are the same are listed, not timed.
+
+Benches of two tables on different machines cannot answer this: H200s differ by up to 13 %
+on these launch-bound rows, more than most of what a re-tune moves. Run it on two machines.
+
+    python3 tools/launch_compare.py OUTDIR --old REV          # H200: OUTDIR/launch_compare.json
+    python3 tools/launch_compare.py OUTDIR --old REV --only router
+    python3 tools/launch_compare.py OUTDIR --old REV --smoke  # CPU interpreter, tiny rows
+
+A parameter a variant gained after REV takes the value that reproduces the launch REV ran
+(the launchers' defaults: block_e 1, merge_kernel False, ...).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+import common  # noqa: E402
+import targets  # noqa: E402
+
+# keys of a data-file row that are not bucket axes
+ROW_FIELDS = ("kernel", "variant", "params", "source", "measured")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("out", help="output directory")
+    p.add_argument("--old", required=True,
+                   help="git revision (its specs/measured/<target>.json) or a data file")
+    p.add_argument("--target", default="sm_90", help="measured target (default sm_90)")
+    p.add_argument("--only", choices=("router", "attention"), default=None)
+    p.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny rows")
+    return p.parse_args(argv)
+
+
+def old_tables(old: str, target: str) -> dict:
+    """The data file of ``old`` (a path, or a git revision of the repository)."""
+    if os.path.isfile(old):
+        with open(old, encoding="utf-8") as f:
+            return json.load(f)
+    text = subprocess.run(["git", "show", f"{old}:specs/measured/{target}.json"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout
+    return json.loads(text)
+
+
+def row_for(rows: list, point: dict) -> dict | None:
+    """The first data-file row whose bucket holds ``point`` (axis -> value): a [lo, hi] range
+    (hi None: unbounded) holds the values in it, any other value only itself."""
+    for row in rows:
+        axes = {k: v for k, v in row.items() if k not in ROW_FIELDS}
+        if set(axes) != set(point):
+            continue
+        ok = True
+        for axis, want in axes.items():
+            got = point[axis]
+            if isinstance(want, list) and len(want) == 2 and isinstance(got, int) \
+                    and not isinstance(got, bool):
+                lo, hi = want
+                ok = lo <= got and (hi is None or got <= hi)
+            else:
+                ok = want == (list(got) if isinstance(got, tuple) else got)
+            if not ok:
+                break
+        if ok:
+            return row
+    return None
+
+
+def router_rows(smoke: bool):
+    """(K, N, M, x dtype) of the router bench rows vLLM is compared on."""
+    if smoke:
+        return [(4096, 8, m, x) for m in (1, 5) for x in ("bf16", "fp32")]
+    return [(K, N, m, x) for (K, N, x) in targets.VLLM_ROUTER_US for m in (1, 4, 8, 16, 32)]
+
+
+def attention_rows(smoke: bool):
+    """(Hq, Hkv, R, context, Q) of the sparse-attention bench rows."""
+    if smoke:
+        return [(16, 1, 2, 1024, 1), (8, 2, 2, 512, 2)]
+    return list(targets.VLLM_ATTN_US)
+
+
+def time_pair(calls: dict, smoke: bool) -> dict:
+    """key -> median µs of the calls, timed interleaved."""
+    import torch
+
+    from tune.measure import interleave
+
+    samplers = {}
+    for k, fn in calls.items():
+        if smoke:  # the code paths only: the first call's time stands for every sample
+            once = common.time_cpu(fn, 1, 0)["median_us"]
+            samplers[k] = lambda n, once=once: [once] * n
+            continue
+        fn()
+        torch.cuda.synchronize()
+        graph = common.capture_graph(fn)
+        samplers[k] = lambda n, graph=graph: common.replay_times(graph.replay, n, settled=True)
+    times = interleave(samplers, rounds=1 if smoke else 5, per_round=1 if smoke else 20)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def compare_router(old: dict, hw: str, smoke: bool, say) -> list:
+    import torch
+
+    from generated import moe_router as mr
+
+    dev = "cpu" if smoke else "cuda"
+    g = torch.Generator(device=dev).manual_seed(5)
+    dummy = torch.zeros(16, dtype=torch.int32, device=dev)
+    out, weights = [], {}
+    for K, N, M, x_dtype in router_rows(smoke):
+        label = f"router ({K},{N}) M{M} {x_dtype}"
+        new = mr.explain_router_gemm(K, N, M, hw, x_dtype)
+        row = row_for(old.get("router_gemm", []), {"shape": (K, N), "x_dtype": x_dtype,
+                                                   "num_tokens": M})
+        if row is None:
+            say(f"{label}: no row in the old file")
+            continue
+        prepare = {"per_expert": mr.prepare_router_gemm,
+                   "splitk": mr.prepare_router_gemm_splitk}
+        launches = {"old": (row["kernel"], completed(prepare[row["kernel"]], row["params"])),
+                    "new": (new["kernel"], _router_params(new))}
+        record = {"row": label, "old": launches["old"], "new": launches["new"]}
+        if launches["old"] == launches["new"]:
+            say(f"{label}: same launch")
+            out.append({**record, "same": True})
+            continue
+        if (K, N) not in weights:
+            weights.clear()
+            w_dtype = mr.ROUTER_GEMM_LIMITS[(K, N)][0]
+            weights[(K, N)] = (torch.randn((N, K), generator=g, device=dev)
+                               * K ** -0.5).to(w_dtype)
+        w = weights[(K, N)]
+        x = torch.randn((M, K), generator=g, device=dev).to(common.torch_dtype(x_dtype))
+        logits = torch.empty((M, N), dtype=torch.float32, device=dev)
+        calls = {"empty kernel": lambda: common.launch_empty(dummy)}
+        for name, (kernel, params) in launches.items():
+            run = prepare[kernel](x, w, **params)
+            calls[name] = lambda run=run: run(x, w, logits)
+        us = time_pair(calls, smoke)
+        say(f"{label}: old {us['old']:.2f}  new {us['new']:.2f}  (empty {us['empty kernel']:.2f})"
+            f"  new/old {us['new'] / us['old']:.3f}")
+        out.append({**record, "us": us})
+    return out
+
+
+def completed(launcher, params: dict) -> dict:
+    """``params`` with the keyword defaults of ``launcher`` it lacks (parameters a variant
+    gained after the old file was written: their defaults reproduce the launch it ran)."""
+    import inspect
+
+    defaults = {k: p.default for k, p in inspect.signature(launcher).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    return {**{k: v for k, v in defaults.items() if k not in params}, **params}
+
+
+def _router_params(info: dict) -> dict:
+    """The launch parameters of an explain_router_gemm answer."""
+    from codegen.families import router_gemm as rg
+
+    names = [p.name for p in (rg.SPLITK_PARAMS if info["kernel"] == "splitk" else rg.PARAMS)]
+    return {k: info[k] for k in names}
+
+
+@functools.lru_cache(maxsize=1)
+def _variants() -> dict:
+    from codegen import registry
+
+    return registry.load().variants
+
+
+def variant_defaults(variant: str, params: dict) -> dict:
+    """``params`` with the declared defaults of ``variant`` it lacks (see `completed`)."""
+    declared = _variants()[variant].defaults
+    return {**{k: v for k, v in declared.items() if k not in params}, **params}
+
+
+def compare_attention(old: dict, hw: str, smoke: bool, say) -> list:
+    import torch
+
+    import bench_attn
+    from generated import sparse_attention as sa
+
+    dev = "cpu" if smoke else "cuda"
+    dummy = torch.zeros(16, dtype=torch.int32, device=dev)
+    out = []
+    for row in attention_rows(smoke):
+        Hq, Hkv, R, ctx, Q = row
+        label = f"attention {Hq}/{Hkv} R{R} {ctx} tokens Q{Q}"
+        point = dict(q_dtype="bf16", kv_dtype="bf16", scales="none", group=Hq // Hkv,
+                     head_dim=bench_attn.D, programs=R * Q * Hkv)
+        new = sa.explain_sparse_attn("decode", hw, torch.bfloat16, torch.bfloat16, "none",
+                                     point["group"], point["head_dim"], point["programs"])
+        old_row = row_for(old.get("sparse_attn_decode", []), point)
+        if old_row is None:
+            say(f"{label}: no row in the old file")
+            continue
+        new_launch = {"variant": new["variant"],
+                      **{k: v for k, v in new.items() if k not in ("hardware", "variant",
+                                                                   "rule")}}
+        launches = {"old": {"variant": old_row["variant"],
+                            **variant_defaults(old_row["variant"], old_row["params"])},
+                    "new": new_launch}
+        record = {"row": label, "old": launches["old"], "new": launches["new"]}
+        if launches["old"] == launches["new"]:
+            say(f"{label}: same launch")
+            out.append({**record, "same": True})
+            continue
+        case = bench_attn.make_case(row, torch.device(dev))
+        output = torch.empty_like(case["q"])
+        calls = {"empty kernel": lambda: common.launch_empty(dummy)}
+        for name, launch in launches.items():
+            calls[name] = lambda launch=launch: sa.sparse_attn_with_launch(
+                launch, "decode", **case, output=output)
+        us = time_pair(calls, smoke)
+        say(f"{label}: old {us['old']:.2f}  new {us['new']:.2f}  (empty {us['empty kernel']:.2f})"
+            f"  new/old {us['new'] / us['old']:.3f}")
+        out.append({**record, "us": us})
+        del case
+        common.free_memory()
+    return out
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    common.setup(args.smoke)
+    os.makedirs(args.out, exist_ok=True)
+    old = old_tables(args.old, args.target)
+    hw = args.target  # its tables, also on the CPU interpreter (--smoke)
+    say = common.say
+    say(f"launch_compare: old {args.old}, new = the current tables; target {hw}")
+    result = {"env": common.env_info(args.smoke), "old": args.old, "target": hw, "rows": []}
+    sections = [args.only] if args.only else ["router", "attention"]
+    for section in sections:
+        fn = compare_router if section == "router" else compare_attention
+        result["rows"] += fn(old, hw, args.smoke, say)
+        with open(os.path.join(args.out, "launch_compare.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    timed = [r for r in result["rows"] if "us" in r]
+    if timed:
+        ratios = [r["us"]["new"] / r["us"]["old"] for r in timed]
+        say(f"{len(timed)} rows timed, {len(result['rows']) - len(timed)} the same launch; "
+            f"new/old median {statistics.median(ratios):.3f}, best {min(ratios):.3f}, "
+            f"worst {max(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    main()
