@@ -170,8 +170,8 @@ class FakeDevice:
         fn()
         return None
 
-    def attn_case(self, mode, inputs, programs):
-        return {"mode": mode, "programs": programs}
+    def attn_case(self, mode, inputs, programs, kv_heads):
+        return {"mode": mode, "programs": programs, "kv_heads": kv_heads}
 
     def attn_call(self, case, variant, params):
         def fn():
@@ -438,12 +438,33 @@ def test_attention_points_can_be_limited_to_some_program_counts(reg):
     space = Space(reg, reg.hardware["sm_90"], sms=132)
     every = space.attn_points()
     some = space.attn_points([4, 8, 16, 32])
-    assert {P for _, _, P in some} == {4, 8, 16, 32}
+    assert {P for _, _, P, _ in some} == {4, 8, 16, 32}
     assert all(p in every for p in some) and len(some) < len(every)
     run = measure.Run(space, FakeDevice(), rounds=1, per_round=1, budget_s=-1,
                       say=lambda *a: None)
     run.attention([4, 8])
     assert {json.dumps(b["bucket"]["programs"]) for b in run.planned} == {"[1, 8]"}
+
+
+def test_attention_buckets_are_measured_at_each_served_head_count(reg):
+    """G 16 at four KV heads (64 / 4) and at one (16 / 1), G 8 at one, each program count:
+    one bucket holds both layouts as representatives, so its row is the worst case of both."""
+    space = Space(reg, reg.hardware["sm_90"], sms=132)
+    every = space.attn_points()
+    assert {(i["group"], H) for _, i, _, H in every} == {(16, 4), (16, 1), (8, 1)}
+    labels = [space.attn_rep_label(m, i, P, H) for m, i, P, H in every]
+    assert len(set(labels)) == len(labels) and "decode G16 P64" in labels \
+        and "decode G16 P64 Hkv1" in labels and "decode G8 P64" in labels
+    dev = FakeDevice()
+    cases = []
+    dev.attn_case = lambda mode, inputs, programs, kv_heads: cases.append(
+        (mode, inputs["group"], programs, kv_heads)) or {"mode": mode, "programs": programs}
+    run = measure.Run(space, dev, rounds=1, per_round=1, budget_s=1e9, say=lambda *a: None)
+    run.attention([8])
+    assert ("decode", 16, 8, 1) in cases and ("decode", 16, 8, 4) in cases
+    reps = {p["rep"] for p in run.points if p["buckets"][0]["group"] == 16
+            and p["table"] == "sparse_attn_decode"}
+    assert reps == {"decode G16 P8", "decode G16 P8 Hkv1"}
 
 
 def test_long_buckets_are_measured_with_mixed_lengths_too(sm90):
@@ -779,13 +800,13 @@ def test_warm_up_groups_cover_each_attention_candidate(sm90):
     """Every candidate of every attention point measured (the quick space at 16 programs), each
     once, a point's candidates in one group (its inputs are built once per worker)."""
     groups = warm.warm_groups(sm90, ["attention"], programs=[16])
-    want = {(mode, inputs["group"], P, variant, repr(params))
-            for mode, inputs, P in sm90.attn_points([16])
+    want = {(mode, inputs["group"], P, H, variant, repr(params))
+            for mode, inputs, P, H in sm90.attn_points([16])
             for variant, params in sm90.attn_candidates_at(mode, inputs, P)}
-    got = [(t[1], t[2]["group"], t[3], t[4], repr(t[5])) for g in groups for t in g]
+    got = [(t[1], t[2]["group"], t[3], t[4], t[5], repr(t[6])) for g in groups for t in g]
     assert sorted(got) == sorted(want) and want
     for g in groups:
-        assert len({(t[1], t[2]["group"], t[3]) for t in g}) == 1
+        assert len({(t[1], t[2]["group"], t[3], t[4]) for t in g}) == 1
 
 
 def test_command_line():

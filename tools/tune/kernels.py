@@ -171,13 +171,13 @@ class GpuDevice:
         return None if self.torch.equal(inp["out"], ref) else "ids differ from the default launch"
 
     # -- attention -------------------------------------------------------------------------
-    def attn_case(self, mode, inputs, programs, ctx=32768, topk=16, seed=0):
-        """``programs`` rows · KV heads at a ``ctx`` context: decode rows of one request each,
+    def attn_case(self, mode, inputs, programs, kv_heads, ctx=32768, topk=16, seed=0):
+        """``programs`` rows · ``kv_heads`` at a ``ctx`` context: decode rows of one request each,
         or one prefill request of rows / Hkv tokens after ctx keys whose lists are shared by
         runs of 64 tokens (as an indexer's are)."""
         torch, sp = self.torch, self.space
         G, D = inputs["group"], inputs["head_dim"]
-        Hkv = sp.attn_kv_heads[G]
+        Hkv = kv_heads
         T = max(1, programs // Hkv)
         g = torch.Generator().manual_seed(seed + programs)
         dev = self.device

@@ -241,19 +241,19 @@ class Run:
 
     # -- attention -----------------------------------------------------------------------
     def attention(self, programs=None):
-        for mode, inputs, programs in self.space.attn_points(programs):
+        for mode, inputs, programs, kv_heads in self.space.attn_points(programs):
             sp = self.space
             table = "sparse_attn_" + mode
             bucket = sp.attn_bucket(inputs, programs)
             self._plan(table, bucket)
-            label = sp.attn_rep_label(mode, inputs, programs)
+            label = sp.attn_rep_label(mode, inputs, programs, kv_heads)
             if self.over_budget():
                 self.skipped.append(f"attention {label}: over budget")
                 continue
             try:
                 t = time.time()
                 self.dev.release()
-                case = self.dev.attn_case(mode, inputs, programs)
+                case = self.dev.attn_case(mode, inputs, programs, kv_heads)
                 default = sp.default(table, bucket)
                 ref = self.dev.attn_reference(case, self.dev.attn_call(case, *default))
                 cands = sp.attn_candidates_at(mode, inputs, programs)

@@ -184,14 +184,16 @@ class Space:
 
         # Attention: specs' MEASURED_ATTN inputs; programs (rows · KV heads) buckets, each
         # measured at its representative counts (both ends where the best launch moves
-        # inside the bucket: choose takes the worst case over them); MiniMax-M3's head counts
-        # per G (G 16: 64 / 4 heads at TP1, G 8: 8 / 1 at TP8); 32k contexts, topk 16.
+        # inside the bucket: choose takes the worst case over them), each count at the
+        # ends of the KV head counts MiniMax-M3 serves per G (G 16: 64 / 4 heads at TP1 down
+        # to 16 / 1 at TP4; G 8: 8 / 1 at TP8): P programs are P / Hkv rows of Hkv heads, so
+        # a row is chosen for every layout, not for one; 32k contexts, topk 16.
         from specs import sparse_attn as attn_specs
         self.attn_inputs = list(attn_specs.MEASURED_ATTN)
         self.attn_buckets = {(1, 8): (4, 8), (9, 32): (16, 32), (33, 64): (64,),
                              (65, 128): (128,), (129, 512): (256, 512),
                              (513, 2048): (1024, 2048), (2049, None): (8192,)}
-        self.attn_kv_heads = {16: 4, 8: 1}
+        self.attn_kv_heads = {16: (4, 1), 8: (1,)}  # the first: the layout labelled plainly
 
     # -- router --------------------------------------------------------------------------------
     def router_buckets(self, shapes=None):
@@ -530,23 +532,25 @@ class Space:
 
     # -- attention -----------------------------------------------------------------------------
     def attn_points(self, programs=None) -> list:
-        """(mode, inputs, programs) measured, largest first; ``programs``: those
+        """(mode, inputs, programs, KV heads) measured, largest first; ``programs``: those
         representatives only (a bucket whose representatives are all left out keeps its row)."""
         reps = sorted((P for ps in self.attn_buckets.values() for P in ps), reverse=True)
         if self.quick:
             reps = [16, 2048]
         if programs:
             reps = [P for P in reps if P in programs]
-        return [(mode, i, P) for P in reps for mode in ATTN_TABLES for i in self.attn_inputs
-                if i["group"] in self.attn_kv_heads]
+        return [(mode, i, P, h) for P in reps for mode in ATTN_TABLES for i in self.attn_inputs
+                if i["group"] in self.attn_kv_heads for h in self.attn_kv_heads[i["group"]]]
 
     def attn_bucket(self, inputs, programs) -> dict:
         b = next(b for b in self.attn_buckets
                  if b[0] <= programs and (b[1] is None or programs <= b[1]))
         return {**inputs, "programs": b}
 
-    def attn_rep_label(self, mode, inputs, programs) -> str:
-        return f"{mode} G{inputs['group']} P{programs}"
+    def attn_rep_label(self, mode, inputs, programs, kv_heads) -> str:
+        """'decode G16 P64'; another head count than the group's first gets ' Hkv1' added."""
+        plain = kv_heads == self.attn_kv_heads[inputs["group"]][0]
+        return f"{mode} G{inputs['group']} P{programs}" + ("" if plain else f" Hkv{kv_heads}")
 
     def attn_candidates_at(self, mode, inputs, programs) -> list:
         """Split counts 1..16 × (warps, stages) with whole-block steps; up to 512 programs

@@ -65,10 +65,10 @@ def warm_groups(space, sections, shapes=None, contexts=None, requests=None,
     if "attention" in sections:
         # one group per point (its inputs are built once per worker); a program count's
         # integer specialisations differ, so every point compiles its own candidates
-        for mode, inputs, P in space.attn_points(programs):
+        for mode, inputs, P, H in space.attn_points(programs):
             for variant, params in space.attn_candidates_at(mode, inputs, P):
-                add(("attention", mode, inputs["group"], P), (variant, tuple(params.items())),
-                    ("attention", mode, inputs, P, variant, params))
+                add(("attention", mode, inputs["group"], P, H), (variant, tuple(params.items())),
+                    ("attention", mode, inputs, P, H, variant, params))
 
     def cost(tasks):
         return sum(1 if t[0] == "router" else 4 for t in tasks)
@@ -95,11 +95,11 @@ def _worker(args):
                     cache[("w", shape)] = dev.router_weight(*shape)
                 dev.router_call(dev.router_case(cache[("w", shape)], m, dt), kernel, params)()
             elif task[0] == "attention":
-                _, mode, inputs, P, variant, params = task
-                key = ("a", mode, inputs["group"], P)
+                _, mode, inputs, P, H, variant, params = task
+                key = ("a", mode, inputs["group"], P, H)
                 if key not in cache:
                     cache.clear()
-                    cache[key] = dev.attn_case(mode, inputs, P)
+                    cache[key] = dev.attn_case(mode, inputs, P, H)
                 dev.attn_call(cache[key], variant, params)()
             else:
                 _, R, Q, variant, params, sel = task
@@ -128,7 +128,7 @@ def warm(space, sections, jobs=None, timeout_s=240.0, shapes=None, contexts=None
     if jobs <= 0 or not work:
         return {"skipped": True}
     consts = {"block": space.block, "head_dim": space.head_dim, "topk": space.topk,
-              "inputs": space.inputs, "attn_kv_heads": space.attn_kv_heads}
+              "inputs": space.inputs}
     tasks, t = sum(len(g) for g in work), time.time()
     say(f"== compile warm-up: {tasks} kernels in {len(work)} groups on {jobs} workers")
     try:
