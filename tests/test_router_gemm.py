@@ -590,19 +590,30 @@ FORCED_CASES = [(hw, shape, bucket, ("bf16", "fp32")[i % 2])
 
 
 def _interpreted_once(cases):
-    """Cases whose kernel, block parameters and x dtype no earlier case of ``cases`` has: the
-    interpreter ignores num_warps / num_stages, so a case repeating an earlier one's kernel
-    and block parameters is only checked for its launch there (the weight shape and M change
-    loop bounds and masks, which the reference cases cover at every shape)."""
-    seen, first = set(), set()
+    """Per computation (kernel, x dtype, block parameters), the case the interpreter runs: the
+    cheapest one (fewest program · K steps), unless even that costs more than
+    MAX_INTERPRETED_STEPS (EXPERT_TILE_CASES runs such block parameters on a small shape). The
+    interpreter ignores num_warps / num_stages, so the other cases of a computation are only
+    checked for their launch there (the weight shape and M change loop bounds and masks,
+    which the reference cases cover at every shape)."""
+    cheapest = {}
     for hw, shape, bucket, dtype_name in cases:
-        row = TABLE.lookup(hw, shape, dtype_name, BUCKET_M[bucket])
-        computation = (ROUTER_GEMM_KERNELS[row.variant], dtype_name, tuple(sorted(
-            (k, v) for k, v in row.params.items() if k not in ("num_warps", "num_stages"))))
-        if computation not in seen:
-            seen.add(computation)
-            first.add((hw, shape, bucket))
-    return first
+        M, (K, N) = BUCKET_M[bucket], shape
+        row = TABLE.lookup(hw, shape, dtype_name, M)
+        p = row.params
+        kernel = ROUTER_GEMM_KERNELS[row.variant]
+        computation = (kernel, dtype_name, tuple(sorted(
+            (k, v) for k, v in p.items() if k not in ("num_warps", "num_stages"))))
+        if kernel == "splitk":
+            cost = -(-N // p["block_n"]) * K // p["block_k"]
+        else:
+            cost = -(-M // p["block_m"]) * N // p["block_e"] * K // p["block_k"]
+        if computation not in cheapest or cost < cheapest[computation][0]:
+            cheapest[computation] = (cost, (hw, shape, bucket))
+    return {case for cost, case in cheapest.values() if cost <= MAX_INTERPRETED_STEPS}
+
+
+MAX_INTERPRETED_STEPS = 4096  # programs · K steps (the interpreter runs ~500 a second)
 
 
 FORCED_RUN_ON_INTERPRETER = _interpreted_once(FORCED_CASES)
@@ -753,8 +764,10 @@ def test_splitk_launcher_rejects_bad_tiles(no_kernel):
 
 
 # (shape, M, x dtype, block_m, block_e, block_k, num_warps): expert tiles of 2–8 experts (all
-# of a shape's experts in one tile, too), partial last row tiles, both x dtypes
+# of a shape's experts in one tile, too), partial last row tiles, both x dtypes; and one expert
+# per program at 256-column steps (an sm_90 row's, too costly on the interpreter at its shape)
 EXPERT_TILE_CASES = [
+    ((4096, 8), 18, "bf16", 4, 1, 256, 2),
     ((4096, 8), 1, "bf16", 1, 8, 1024, 4),
     ((4096, 8), 5, "fp32", 4, 2, 512, 4),
     ((3072, 256), 3, "bf16", 2, 4, 1024, 8),
