@@ -64,7 +64,16 @@ def router(x_dtype: str):
     with a bf16 x, for either x dtype (the comparison holds the launch fixed: only the load
     widths differ)."""
     p = ROUTER_GEMM.lookup("sm_90", (6144, 256), "bf16", 5).params
-    return router_kernel((6144, 256), p["block_m"], p["block_k"], p["num_warps"], x_dtype)
+    return router_kernel((6144, 256), p["block_m"], p["block_k"], p["num_warps"], x_dtype,
+                         block_e=p["block_e"])
+
+
+def router_facts(kernel) -> dict:
+    sass = sass_facts(kernel)
+    return {"ptx_barriers": kernel.asm["ptx"].count("bar.sync"),
+            "sass_barriers": sum(n for op, n in sass["ops"].items() if op.startswith("BAR")),
+            "registers": sass["registers"],
+            "spilled": sass["spill_stores"] + sass["spill_loads"]}
 
 
 def main():
@@ -84,13 +93,11 @@ def main():
     for name in ("attention_ids", "attention_merge_kernel"):  # the last arrival's atomic
         facts[name + "_atomic"] = "atom." in cases[name]
     for x in ("bf16", "fp32"):
-        kernel = router(x)
-        sass = sass_facts(kernel)
-        facts[f"router_{x}"] = {"ptx_barriers": kernel.asm["ptx"].count("bar.sync"),
-                                "sass_barriers": sum(n for op, n in sass["ops"].items()
-                                                     if op.startswith("BAR")),
-                                "registers": sass["registers"],
-                                "spilled": sass["spill_stores"] + sass["spill_loads"]}
+        facts[f"router_{x}"] = router_facts(router(x))
+    # an expert tile of 4 against one expert per program, the rest of the launch equal
+    for block_e in (1, 4):
+        facts[f"router_block_e{block_e}"] = router_facts(router_kernel(
+            (3072, 256), 4, 1024, 8, "bf16", block_e=block_e))
     print(json.dumps(facts))
 
 

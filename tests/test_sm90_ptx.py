@@ -1,6 +1,7 @@
 """Facts of the sm_90 code, compiled on the CPU (Triton's bundled ptxas), no GPU needed: the
 sm_90-only instructions appear exactly where their switches ask for them, and the router's
-per-expert kernel needs no more barriers for a bf16 x than for an fp32 one."""
+per-expert kernel needs no more barriers for a bf16 x than for an fp32 one, nor for an expert
+tile than for one expert."""
 from __future__ import annotations
 
 import json
@@ -55,3 +56,8 @@ def test_sm90_instructions_follow_their_switches():
     assert 0 < bf16["ptx_barriers"] <= fp32["ptx_barriers"], (bf16, fp32)
     assert 0 < bf16["sass_barriers"] <= fp32["sass_barriers"], (bf16, fp32)
     assert bf16["registers"] > 0 and bf16["spilled"] == fp32["spilled"] == 0, (bf16, fp32)
+    # x and w loaded as 3-D tiles take the partials' layout: an expert tile adds no per-step
+    # layout conversion (2-D loads broadcast afterwards converted through shared memory each step)
+    one, tile = facts["router_block_e1"], facts["router_block_e4"]
+    assert 0 < tile["sass_barriers"] <= one["sass_barriers"], (one, tile)
+    assert tile["spilled"] == one["spilled"] == 0, (one, tile)
