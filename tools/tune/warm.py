@@ -1,11 +1,12 @@
 """Compile warm-up: fill Triton's disk cache in parallel worker processes before timing.
 
 Every candidate is its own Triton compile (about 2200 for the router section, 4000 for
-decode, 100 per attention point); compiled serially in the timing process that would take most of a device call. The
-workers launch one representative of every distinct compile key once (constexprs, launch
-options, and the integer specialisations Triton makes: 1 and multiples of 16 are their own
-compiles), grouped so no two workers compile the same kernel. The timing process then only
-loads them. If the pool fails, the timing loop compiles on demand.
+decode, 100 per attention point); compiled serially in the timing process that would take
+most of a device call. The workers launch one representative of every distinct compile key
+once (constexprs, launch options, and the integer specialisations Triton makes: 1 and
+multiples of 16 are their own compiles), grouped so no two workers compile the same kernel
+(attention: one group per point, whose inputs a worker builds once). The timing process then
+only loads them. If the pool fails, the timing loop compiles on demand.
 """
 from __future__ import annotations
 
