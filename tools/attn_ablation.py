@@ -9,6 +9,7 @@ missed. The source variants' outputs are wrong by design: timing only.
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
     python3 tools/attn_ablation.py OUTDIR --variants base,splits_first --rows grids --table
         # chosen variants, the rows of several-wave grids, each at its table launch
+    python3 tools/attn_ablation.py OUTDIR --rows copy --table   # the copy-rate misses
 """
 import importlib.util
 import json
@@ -102,6 +103,8 @@ def main():
         rows = [(32, 2, 8, 32768, 1), (32, 2, 32, 32768, 1), (16, 1, 32, 32768, 1),
                 (8, 1, 32, 32768, 1), (32, 2, 8, 131072, 4), (32, 2, 1, 8192, 4),
                 (32, 2, 64, 32768, 1)]
+    elif option("--rows") == "copy":  # the rows of 32 requests under 80 % of the copy rate
+        rows = [(32, 2, 32, 32768, 1), (16, 1, 32, 32768, 1), (8, 1, 32, 32768, 1)]
     launches = [dict(splits=s, num_warps=w, num_stages=st) for s, w, st in
                 (((4, 4, 2),) if SMOKE else
                  ((16, 8, 2), (16, 4, 2), (8, 4, 2), (4, 4, 3), (2, 4, 3)))]
