@@ -153,3 +153,60 @@ def test_gpu_check_names_tune_runs_by_their_inputs(tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     logs = sorted(p.name for p in tmp_path.glob("tune_*.log"))
     assert logs == ["tune_decode_q_dtype_fp32_cache_dtype_fp32.log"], logs
+
+
+def _launch_compare():
+    if os.path.join(ROOT, "tools") not in sys.path:
+        sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+    import launch_compare
+
+    return launch_compare
+
+
+def test_launch_compare_restore_puts_back_only_rows_the_old_launch_won_everywhere():
+    """Of two router rows whose launch changed, only the one slower on both machines gets its
+    old row back, with the parameters as timed and the runs its measurements cite."""
+    import copy
+
+    lc = _launch_compare()
+    with open(os.path.join(ROOT, "specs", "measured", "sm_90.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    old = copy.deepcopy(data)
+    won, lost = "router (6144,128) M1 bf16", "router (3072,256) M4 bf16"
+    rows_of = lc.bench_rows(False)
+    old_rows = {}
+    for label in (won, lost):
+        table, point = rows_of[label]
+        row = lc.row_for(old[table], point)
+        row["params"] = {k: v for k, v in row["params"].items() if k != "block_e"}
+        row["params"]["num_warps"] = 1 if row["params"]["num_warps"] != 1 else 2
+        row["measured"]["winner"]["us"] = {"M1 bf16": {"GPU-old": 5.0}}
+        row["measured"]["runner_up"]["us"] = {"M1 bf16": {"GPU-old": 5.2}}
+        old_rows[label] = (row, table, point)
+    old["provenance"]["runs"]["GPU-old"] = {"machine": "GPU-old"}
+
+    def record(label, new_over_old):
+        row = old_rows[label][0]
+        timed = ["per_expert", {"block_e": 1, **row["params"]}]
+        return {"row": label, "old": timed, "new": ["per_expert", {}],
+                "us": {"old": 5.0, "new": 5.0 * new_over_old, "empty kernel": 3.0}}
+
+    results = [{"env": {"machine": m}, "rows": [record(won, 1.05), record(lost, r)]}
+               for m, r in (("A", 1.2), ("B", 0.99))]
+    said = []
+    restored, runs = lc.restore(results, data, old, 0.01, said.append)
+    assert len(restored) == 1 and restored[0].startswith(won), said
+    assert runs == {"GPU-old"} and data["provenance"]["runs"]["GPU-old"] == {"machine": "GPU-old"}
+    table, point = old_rows[won][1:]
+    now = lc.row_for(data[table], point)
+    assert now["params"] == {"block_e": 1, **old_rows[won][0]["params"]}
+    assert now["measured"]["winner"]["us"] == {"M1 bf16": {"GPU-old": 5.0}}
+    table, point = old_rows[lost][1:]
+    assert lc.row_for(data[table], point)["params"] != {"block_e": 1,
+                                                       **old_rows[lost][0]["params"]}
+    # a run label that names another run in the current file is refused
+    with open(os.path.join(ROOT, "specs", "measured", "sm_90.json"), encoding="utf-8") as f:
+        fresh = json.load(f)
+    fresh["provenance"]["runs"]["GPU-old"] = {"machine": "another"}
+    with pytest.raises(SystemExit, match="GPU-old"):
+        lc.restore(results, fresh, old, 0.01, said.append)

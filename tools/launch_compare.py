@@ -10,6 +10,9 @@ on these launch-bound rows, more than most of what a re-tune moves. Run it on tw
     python3 tools/launch_compare.py OUTDIR --old REV          # H200: OUTDIR/launch_compare.json
     python3 tools/launch_compare.py OUTDIR --old REV --only router
     python3 tools/launch_compare.py OUTDIR --old REV --smoke  # CPU interpreter, tiny rows
+    # anywhere, with the files of two machines: put back each row whose old launch was faster
+    # on every machine (a dry run without --write)
+    python3 tools/launch_compare.py --restore A/launch_compare.json B/launch_compare.json --write
 
 A parameter a variant gained after REV takes the value that reproduces the launch REV ran
 (the launchers' defaults: block_e 1, merge_kernel False, ...).
@@ -35,13 +38,23 @@ ROW_FIELDS = ("kernel", "variant", "params", "source", "measured")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("out", help="output directory")
-    p.add_argument("--old", required=True,
-                   help="git revision (its specs/measured/<target>.json) or a data file")
+    p.add_argument("out", nargs="?", help="output directory")
+    p.add_argument("--old", help="git revision (its specs/measured/<target>.json) or a data file")
+    p.add_argument("--restore", nargs="+", metavar="RESULT",
+                   help="launch_compare.json files of this --old (one per machine): put back "
+                        "the old row of every bucket whose old launch won on each of them")
+    p.add_argument("--margin", type=float, default=0.01,
+                   help="--restore: how much slower (new/old - 1) the new launch must be on "
+                        "every machine (default 0.01)")
+    p.add_argument("--write", action="store_true",
+                   help="--restore: write specs/measured/<target>.json (else a dry run)")
     p.add_argument("--target", default="sm_90", help="measured target (default sm_90)")
     p.add_argument("--only", choices=("router", "attention"), default=None)
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny rows")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.restore is None and (args.out is None or args.old is None):
+        p.error("give OUTDIR and --old (a comparison), or --restore RESULT...")
+    return args
 
 
 def old_tables(old: str, target: str) -> dict:
@@ -91,6 +104,29 @@ def attention_rows(smoke: bool):
     return list(targets.VLLM_ATTN_US)
 
 
+def router_row(K, N, M, x_dtype) -> tuple:
+    """(label, data-file table, bucket point) of a router bench row."""
+    return (f"router ({K},{N}) M{M} {x_dtype}", "router_gemm",
+            {"shape": [K, N], "x_dtype": x_dtype, "num_tokens": M})
+
+
+def attention_row(row) -> tuple:
+    """(label, data-file table, bucket point) of a sparse-attention bench row (bf16, D 128)."""
+    import bench_attn
+
+    Hq, Hkv, R, ctx, Q = row
+    return (f"attention {Hq}/{Hkv} R{R} {ctx} tokens Q{Q}", "sparse_attn_decode",
+            dict(q_dtype="bf16", kv_dtype="bf16", scales="none", group=Hq // Hkv,
+                 head_dim=bench_attn.D, programs=R * Q * Hkv))
+
+
+def bench_rows(smoke: bool) -> dict:
+    """label -> (table, point) of every bench row compared."""
+    rows = [router_row(*r) for r in router_rows(smoke)] + \
+        [attention_row(r) for r in attention_rows(smoke)]
+    return {label: (table, point) for label, table, point in rows}
+
+
 def time_pair(calls: dict, smoke: bool) -> dict:
     """key -> median µs of the calls, timed interleaved."""
     import torch
@@ -121,10 +157,9 @@ def compare_router(old: dict, hw: str, smoke: bool, say) -> list:
     dummy = torch.zeros(16, dtype=torch.int32, device=dev)
     out, weights = [], {}
     for K, N, M, x_dtype in router_rows(smoke):
-        label = f"router ({K},{N}) M{M} {x_dtype}"
+        label, table, point = router_row(K, N, M, x_dtype)
         new = mr.explain_router_gemm(K, N, M, hw, x_dtype)
-        row = row_for(old.get("router_gemm", []), {"shape": (K, N), "x_dtype": x_dtype,
-                                                   "num_tokens": M})
+        row = row_for(old.get(table, []), point)
         if row is None:
             say(f"{label}: no row in the old file")
             continue
@@ -197,13 +232,10 @@ def compare_attention(old: dict, hw: str, smoke: bool, say) -> list:
     dummy = torch.zeros(16, dtype=torch.int32, device=dev)
     out = []
     for row in attention_rows(smoke):
-        Hq, Hkv, R, ctx, Q = row
-        label = f"attention {Hq}/{Hkv} R{R} {ctx} tokens Q{Q}"
-        point = dict(q_dtype="bf16", kv_dtype="bf16", scales="none", group=Hq // Hkv,
-                     head_dim=bench_attn.D, programs=R * Q * Hkv)
+        label, table, point = attention_row(row)
         new = sa.explain_sparse_attn("decode", hw, torch.bfloat16, torch.bfloat16, "none",
                                      point["group"], point["head_dim"], point["programs"])
-        old_row = row_for(old.get("sparse_attn_decode", []), point)
+        old_row = row_for(old.get(table, []), point)
         if old_row is None:
             say(f"{label}: no row in the old file")
             continue
@@ -233,8 +265,116 @@ def compare_attention(old: dict, hw: str, smoke: bool, say) -> list:
     return out
 
 
+def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
+    """Put the old file's row back into ``data`` (a data file's content, changed in place) for
+    every bucket where each timed bench row it serves was slower under the new launch by more
+    than ``margin`` on every machine of ``results`` (launch_compare.json contents). The old row
+    comes back with its measurements and the runs they cite. Returns (what was restored, the
+    labels of the runs the restored rows cite)."""
+    rows_of = bench_rows(results[0]["env"].get("smoke", False))
+    by_bucket: dict = {}  # (table, id of the current row) -> [current row, point, [(label, ratios)]]
+    for label in dict.fromkeys(rec["row"] for res in results for rec in res["rows"]):
+        recs = [next((r for r in res["rows"] if r["row"] == label), None) for res in results]
+        if any(r is None for r in recs) or label not in rows_of:
+            say(f"{label}: not a bench row of every result file: skipped")
+            continue
+        table, point = rows_of[label]
+        current = row_for(data[table], point)
+        if current is None:
+            say(f"{label}: no row of the current file serves it: skipped")
+            continue
+        ratios = [r["us"]["new"] / r["us"]["old"] if "us" in r else 1.0 for r in recs]
+        timed_old = recs[0]["old"]  # the old launch as timed, later parameters filled in
+        if any(r["old"] != timed_old for r in recs):
+            raise SystemExit(f"{label}: the result files timed different old launches")
+        by_bucket.setdefault((table, id(current)), [current, point, [], timed_old])[2].append(
+            (label, ratios))
+    restored, runs = [], set()
+    for (table, _), (current, point, rows, timed_old) in by_bucket.items():
+        worse = all(min(ratios) > 1 + margin for _, ratios in rows)
+        shown = "; ".join(f"{lb} new/old " + "/".join(f"{x:.3f}" for x in ratios)
+                          for lb, ratios in rows)
+        if not worse:
+            continue
+        before = row_for(old[table], point)
+        axes = [k for k in current if k not in ROW_FIELDS]
+        if any(before.get(a) != current[a] for a in axes):
+            say(f"restore: {shown}: the old row's bucket differs from the current one: kept")
+            continue
+        for run in _cited_runs(before):
+            facts = old["provenance"]["runs"][run]
+            if data["provenance"]["runs"].setdefault(run, facts) != facts:
+                raise SystemExit(f"run label {run} means another run in the current file")
+            runs.add(run)
+        # the params as timed: with the defaults of parameters added since the old file
+        if table == "router_gemm":
+            before = {**before, "kernel": timed_old[0], "params": timed_old[1]}
+        else:
+            before = {**before, "variant": timed_old["variant"],
+                      "params": {k: v for k, v in timed_old.items() if k != "variant"}}
+        data[table][data[table].index(current)] = before
+        restored.append(shown)
+        say(f"restore: {shown}: {before[_choice(table)]} {before['params']}")
+    return restored, runs
+
+
+def _choice(table: str) -> str:
+    return "kernel" if table == "router_gemm" else "variant"
+
+
+def _cited_runs(row: dict) -> set:
+    labels = set()
+    for part in ("winner", "runner_up"):
+        for by_run in ((row.get("measured") or {}).get(part) or {}).get("us", {}).values():
+            labels |= set(by_run)
+    return labels
+
+
+def main_restore(args) -> None:
+    from codegen import measured
+
+    results = []
+    for path in args.restore:
+        with open(path, encoding="utf-8") as f:
+            results.append(json.load(f))
+    olds = {r["old"] for r in results}
+    if len(olds) != 1 or len({r["target"] for r in results}) != 1:
+        raise SystemExit(f"the result files compare different old tables or targets: {olds}")
+    old = old_tables(olds.pop(), results[0]["target"])
+    path = os.path.join(ROOT, "specs", "measured", f"{results[0]['target']}.json")
+    data = measured.read(path)
+    machines = [r["env"].get("machine", "?") for r in results]
+    restored, runs = restore(results, data, old, args.margin, common.say)
+    common.say(f"{len(restored)} rows restored ({', '.join(machines)})")
+    if not restored or not args.write:
+        if restored:
+            common.say("dry run: --write writes " + os.path.relpath(path, ROOT))
+        return
+    import datetime
+    data["provenance"]["tunes"].append({
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "command": "python3 tools/launch_compare.py --restore " + " ".join(
+            os.path.basename(p) for p in args.restore) + " --write",
+        "rule": f"the previous row put back: its launch was faster than the chosen one by "
+                f"more than {args.margin:g} on every machine, timed interleaved "
+                f"(tools/launch_compare.py)",
+        "sections": sorted({SECTIONS[table] for label, (table, _) in bench_rows(False).items()
+                            if any(shown.startswith(label + " ") for shown in restored)}),
+        "runs": sorted(runs),
+        "machines": machines, "rows": len(restored), "restored": restored})
+    measured.write(path, data)
+    common.say("wrote " + os.path.relpath(path, ROOT))
+
+
+# data-file table -> tuner section
+SECTIONS = {"router_gemm": "router", "sparse_attn_decode": "attention"}
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.restore:
+        main_restore(args)
+        return
     common.setup(args.smoke)
     os.makedirs(args.out, exist_ok=True)
     old = old_tables(args.old, args.target)
