@@ -824,3 +824,28 @@ def test_command_line():
     for bad in ("dtype=fp32", "q_dtype", "q_dtype=fp32,colour=red"):
         with pytest.raises(SystemExit):
             cli.parse_args(["measure", "--out", "x.json", "--inputs", bad])
+
+
+def test_a_candidate_slower_in_every_cell_is_not_as_fast(sm90):
+    """Within the noise but slower at both representatives on both machines (four cells): the
+    loss is systematic, so the faster candidate wins; faster in one of the four cells, the
+    simpler one is kept as before."""
+    bucket = {**MEASURED_SCORE, "max_q": [2, 8], "max_block": [0, 64], "num_reqs": [9, 11]}
+    default = ("index_score_split", json.dumps(dict(kv_chunks=32, high_batch=False,
+                                                    static_chunks=False, num_warps=None,
+                                                    num_stages=None)))
+    fancy = ("index_score_split", _split(16, True))
+    reps = ("R11 Q4 mb64", "R9 Q4 mb64")
+    for ties, kept in ((0, False), (1, True)):
+        runs = []
+        for i, machine in enumerate(("GPU-a", "GPU-b")):
+            simple = {rep: 103.0 for rep in reps}
+            if ties and i == 0:
+                simple[reps[0]] = 99.0  # one cell where the simpler one is faster
+            runs.append(_synthetic(machine, "index_score", bucket, {
+                default: simple, fancy: {rep: 100.0 for rep in reps}}, 0.03))
+        (row,), _, _ = choose.choose(runs, sm90)
+        m = row["measured"]
+        assert m["noise"] == 0.06 and m["winner"]["worst"] < 1.07
+        assert (row["params"]["kv_chunks"] == 32) == kept, (ties, row)
+        assert m["rule"] == ("simpler within noise" if kept else "fastest")

@@ -10,7 +10,9 @@ stays): a choice must hold on every machine given.
 Then the noise rule: every candidate whose worst case is within the bucket's noise of the
 fastest's is "as fast", and the simplest of them is kept (:func:`simplicity`). The noise is
 twice the fastest candidate's relative median absolute deviation over its rounds (the largest
-over representatives × runs), and at least ``noise_floor``.
+over representatives × runs), and at least ``noise_floor``. A candidate slower than the
+fastest in every one of at least CONSISTENT_CELLS cells (representative × run) is not "as
+fast", whatever the noise: a loss on every representative on every machine is systematic.
 
 A chosen row records its measured µs (per representative, per run label) and those of the
 runner-up (the best other candidate), both worst-case slowdowns, the noise and the rule that
@@ -25,8 +27,11 @@ import statistics
 from .space import as_bucket, bucket_text, key
 
 NOISE_FLOOR = 0.01
+# cells (representatives × runs) from which a loss in every cell is systematic, not noise: an
+# equal candidate loses all of 4 with probability 1/16
+CONSISTENT_CELLS = 4
 RULE = ("smallest worst-case slowdown over representatives × runs (machines); within "
-        "noise of it, the simplest candidate")
+        "noise of it, the simplest candidate (unless slower in every one of 4 or more cells)")
 SECTION = {"router_gemm": "router", "index_score": "decode", "index_topk": "decode",
            "index_prefill_score": "prefill", "index_prefill_topk": "prefill",
            "index_prefill": "prefill", "sparse_attn_decode": "attention",
@@ -131,7 +136,12 @@ def choose_bucket(entry, expected, space, noise_floor=NOISE_FLOOR):
                                              simplicity(cands[k], default)))
     fastest = ranked[0]
     noise = max([noise_floor] + [_spread(rounds[fastest][c]) for c in cells])
-    as_fast = [k for k in eligible if worst[k] <= worst[fastest] * (1 + noise)]
+    def always_slower(k):
+        return len(cells) >= CONSISTENT_CELLS and all(times[k][c] > times[fastest][c]
+                                                      for c in cells)
+
+    as_fast = [k for k in eligible if worst[k] <= worst[fastest] * (1 + noise)
+               and not always_slower(k)]
     chosen = min(as_fast, key=lambda k: (simplicity(cands[k], default), worst[k]))
     runner = next((k for k in ranked if k != chosen), None)
 
