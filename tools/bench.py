@@ -75,6 +75,9 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=None, help="timed replays per op (default 30)")
     p.add_argument("--skip-decode", action="store_true")
     p.add_argument("--skip-router", action="store_true")
+    p.add_argument("--contexts", type=lambda t: [int(v) for v in t.split(",")], default=None,
+                   help="decode rows of these contexts only (comma list of tokens, e.g. "
+                        "131072: the rows a re-tune of the long-context tables moves)")
     return p.parse_args(argv)
 
 
@@ -278,6 +281,8 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
 
     results, by_key = [], {}
     scenarios = decode_scenarios(args.quick, args.smoke)
+    if args.contexts:
+        scenarios = [sc for sc in scenarios if sc.ctx in args.contexts]
     all_policies = decode_policies(hw_detected)
     common.say(f"== decode indexer: {len(scenarios)} scenarios × {len(all_policies)} policies "
                f"({', '.join(all_policies)}; kinds other than bf16: {hw_detected} only) + torch")
