@@ -185,17 +185,28 @@ def test_launch_compare_restore_puts_back_only_rows_the_old_launch_won_everywher
         old_rows[label] = (row, table, point)
     old["provenance"]["runs"]["GPU-old"] = {"machine": "GPU-old"}
 
-    def record(label, new_over_old):
+    def record(label, new_over_old, new=None):
         row = old_rows[label][0]
         timed = ["per_expert", {"block_e": 1, **row["params"]}]
-        return {"row": label, "old": timed, "new": ["per_expert", {}],
+        current = lc.row_for(data[old_rows[label][1]], old_rows[label][2])
+        return {"row": label, "old": timed,
+                "new": new or [current["kernel"], current["params"]],
                 "us": {"old": 5.0, "new": 5.0 * new_over_old, "empty kernel": 3.0}}
 
-    results = [{"env": {"machine": m}, "rows": [record(won, 1.05), record(lost, r)]}
-               for m, r in (("A", 1.2), ("B", 0.99))]
+    # a row whose current launch is not the one timed as new is left alone
+    stale = "router (6144,256) M1 fp32"
+    table, point = rows_of[stale]
+    other = lc.row_for(data[table], point)
+    old_rows[stale] = (lc.row_for(old[table], point), table, point)
+    results = [{"env": {"machine": m}, "rows": [
+        record(won, 1.05), record(lost, r),
+        record(stale, 1.5, new=["splitk", {"split_k": 2}])]}
+        for m, r in (("A", 1.2), ("B", 0.99))]
     said = []
     restored, runs = lc.restore(results, data, old, 0.01, said.append)
     assert len(restored) == 1 and restored[0].startswith(won), said
+    assert any(line.startswith(stale) and "not the launch timed" in line for line in said)
+    assert lc.row_for(data["router_gemm"], old_rows[stale][2]) is other
     assert runs == {"GPU-old"} and data["provenance"]["runs"]["GPU-old"] == {"machine": "GPU-old"}
     table, point = old_rows[won][1:]
     now = lc.row_for(data[table], point)

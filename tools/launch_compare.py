@@ -283,6 +283,9 @@ def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
         if current is None:
             say(f"{label}: no row of the current file serves it: skipped")
             continue
+        if not all(_is_launch_of(table, current, r["new"]) for r in recs):
+            say(f"{label}: the current row is not the launch timed as new: skipped")
+            continue
         ratios = [r["us"]["new"] / r["us"]["old"] if "us" in r else 1.0 for r in recs]
         timed_old = recs[0]["old"]  # the old launch as timed, later parameters filled in
         if any(r["old"] != timed_old for r in recs):
@@ -316,6 +319,16 @@ def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
         restored.append(shown)
         say(f"restore: {shown}: {before[_choice(table)]} {before['params']}")
     return restored, runs
+
+
+def _is_launch_of(table: str, row: dict, launch) -> bool:
+    """True when ``launch`` (a result record's, JSON) is what data-file ``row`` launches."""
+    if table == "router_gemm":
+        choice, params = launch
+    else:
+        choice, params = launch["variant"], {k: v for k, v in launch.items() if k != "variant"}
+    return choice == row[_choice(table)] and all(params.get(k) == v
+                                                 for k, v in row["params"].items())
 
 
 def _choice(table: str) -> str:
