@@ -538,6 +538,8 @@ def test_run_labels_stay_unique_across_tunes():
     older = {"GPU-a": {"machine": "GPU-a", "date": "d1"}}
     assert choose.run_labels([run], older) == ["GPU-a#2"]
     assert choose.run_labels([run], {"GPU-a": run["run"]}) == ["GPU-a"]
+    # ... under whichever label it was described, even when a lower one is free again
+    assert choose.run_labels([run], {"GPU-a#2": run["run"]}) == ["GPU-a#2"]
 
 
 def test_simpler_means_default_then_kernel_then_features_then_grid():
@@ -849,3 +851,20 @@ def test_a_candidate_slower_in_every_cell_is_not_as_fast(sm90):
         assert m["noise"] == 0.06 and m["winner"]["worst"] < 1.07
         assert (row["params"]["kv_chunks"] == 32) == kept, (ties, row)
         assert m["rule"] == ("simpler within noise" if kept else "fastest")
+
+
+def test_a_tune_keeps_the_runs_it_names_while_a_row_cites_one_of_them():
+    """A later choose overwrote every row of run b; the tune that chose from a and b stays
+    (a row still cites a) and so does b's description (the data file must describe every run a
+    tune names); a tune no row cites any more goes, with its runs."""
+    from codegen.measured import TABLES
+
+    data = {t: [] for t in TABLES}
+    data["router_gemm"] = [{"measured": {"winner": {"us": {"M1 bf16": {"a": 5.0}}}}}]
+    data["provenance"] = {"runs": {"a": {"machine": "a"}, "b": {"machine": "b"},
+                                   "c": {"machine": "c"}},
+                          "tunes": [{"runs": ["a", "b"], "sections": ["router"]},
+                                    {"runs": ["c"], "sections": ["router"]}]}
+    data = write.update(data, [], [], [], "test", "now", 0.01)
+    assert data["provenance"]["tunes"] == [{"runs": ["a", "b"], "sections": ["router"]}]
+    assert set(data["provenance"]["runs"]) == {"a", "b"}

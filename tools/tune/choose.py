@@ -69,9 +69,13 @@ def run_labels(runs, existing=None) -> list:
     holds it; the same run chosen again keeps its label."""
     existing, labels = dict(existing or {}), []
     for run in runs:
+        same = [lb for lb, facts in existing.items() if facts == run["run"] and lb not in labels]
+        if same:  # described already, under whichever label
+            labels.append(same[0])
+            continue
         base = run["run"]["machine"]
         label, n = base, 1
-        while label in labels or (label in existing and existing[label] != run["run"]):
+        while label in labels or label in existing:
             n += 1
             label = f"{base}#{n}"
         labels.append(label)

@@ -155,7 +155,8 @@ def _referenced(data) -> set:
 def update(data: dict, rows: list, runs: list, labels: list, command: str, date: str,
            noise_floor: float) -> dict:
     """``data`` with the chosen rows (each tagged with its table by choose), the runs they come
-    from and this tune in provenance; runs and tunes no row refers to any more are dropped."""
+    from and this tune in provenance; a tune none of whose runs a row cites any more is dropped,
+    and a run neither a row nor a remaining tune cites."""
     by_table = {t: [{k: v for k, v in r.items() if k != "table"} for r in rows
                     if table_of(r) == t] for t in TABLES}
     for table, chosen in by_table.items():
@@ -174,9 +175,11 @@ def update(data: dict, rows: list, runs: list, labels: list, command: str, date:
         # choosing from the same runs again replaces that tune's entry
         prov["tunes"] = [t for t in prov["tunes"] if (t["runs"], t["sections"]) !=
                          (tune["runs"], tune["sections"])] + [tune]
+    # a tune stays while a row cites one of its runs; a run stays while a row or a tune cites it
     alive = _referenced(data)
-    prov["runs"] = {k: v for k, v in prov["runs"].items() if k in alive}
     prov["tunes"] = [t for t in prov["tunes"] if set(t["runs"]) & alive]
+    cited = alive.union(*(t["runs"] for t in prov["tunes"]))
+    prov["runs"] = {k: v for k, v in prov["runs"].items() if k in cited}
     return data
 
 
