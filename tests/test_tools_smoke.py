@@ -163,61 +163,125 @@ def _launch_compare():
     return launch_compare
 
 
-def test_launch_compare_restore_puts_back_only_rows_the_old_launch_won_everywhere():
-    """Of two router rows whose launch changed, only the one slower on both machines gets its
-    old row back, with the parameters as timed and the runs its measurements cite."""
+def _restore_case():
+    """(lc module, current data, old data, results of two machines, rows): the old file differs
+    in three router rows' launches: one the old launch won on both machines, one on one
+    machine only, one whose current row is not the launch timed as new."""
     import copy
 
     lc = _launch_compare()
     with open(os.path.join(ROOT, "specs", "measured", "sm_90.json"), encoding="utf-8") as f:
         data = json.load(f)
     old = copy.deepcopy(data)
-    won, lost = "router (6144,128) M1 bf16", "router (3072,256) M4 bf16"
+    rows = {"won": "router (6144,128) M1 bf16", "lost": "router (3072,256) M4 bf16",
+            "stale": "router (6144,256) M1 fp32"}
     rows_of = lc.bench_rows(False)
-    old_rows = {}
-    for label in (won, lost):
+    for label in rows.values():
         table, point = rows_of[label]
         row = lc.row_for(old[table], point)
         row["params"] = {k: v for k, v in row["params"].items() if k != "block_e"}
         row["params"]["num_warps"] = 1 if row["params"]["num_warps"] != 1 else 2
         row["measured"]["winner"]["us"] = {"M1 bf16": {"GPU-old": 5.0}}
         row["measured"]["runner_up"]["us"] = {"M1 bf16": {"GPU-old": 5.2}}
-        old_rows[label] = (row, table, point)
     old["provenance"]["runs"]["GPU-old"] = {"machine": "GPU-old"}
 
     def record(label, new_over_old, new=None):
-        row = old_rows[label][0]
-        timed = ["per_expert", {"block_e": 1, **row["params"]}]
-        current = lc.row_for(data[old_rows[label][1]], old_rows[label][2])
-        return {"row": label, "old": timed,
-                "new": new or [current["kernel"], current["params"]],
+        table, point = rows_of[label]
+        was, now = lc.row_for(old[table], point), lc.row_for(data[table], point)
+        return {"row": label, "old": [was["kernel"], {"block_e": 1, **was["params"]}],
+                "new": new or [now["kernel"], now["params"]],
                 "us": {"old": 5.0, "new": 5.0 * new_over_old, "empty kernel": 3.0}}
 
-    # a row whose current launch is not the one timed as new is left alone
-    stale = "router (6144,256) M1 fp32"
-    table, point = rows_of[stale]
-    other = lc.row_for(data[table], point)
-    old_rows[stale] = (lc.row_for(old[table], point), table, point)
-    results = [{"env": {"machine": m}, "rows": [
-        record(won, 1.05), record(lost, r),
-        record(stale, 1.5, new=["splitk", {"split_k": 2}])]}
+    results = [{"env": {"machine": m}, "old": "old.json", "target": "sm_90", "rows": [
+        record(rows["won"], 1.05), record(rows["lost"], r),
+        record(rows["stale"], 1.5, new=["splitk", {"split_k": 2}])]}
         for m, r in (("A", 1.2), ("B", 0.99))]
+    return lc, data, old, results, rows
+
+
+def test_launch_compare_restore_puts_back_only_rows_the_old_launch_won_everywhere():
+    """Only the row slower on both machines gets its old row back, with the parameters as
+    timed and the runs its measurements cite; a row whose current launch is not the one timed
+    as new is left alone, and so is one whose old row is not the launch timed as old."""
+    import copy
+
+    lc, data, old, results, rows = _restore_case()
+    fresh = copy.deepcopy(data)
     said = []
-    restored, runs = lc.restore(results, data, old, 0.01, said.append)
-    assert len(restored) == 1 and restored[0].startswith(won), said
-    assert any(line.startswith(stale) and "not the launch timed" in line for line in said)
-    assert lc.row_for(data["router_gemm"], old_rows[stale][2]) is other
-    assert runs == {"GPU-old"} and data["provenance"]["runs"]["GPU-old"] == {"machine": "GPU-old"}
-    table, point = old_rows[won][1:]
+    restored = lc.restore(results, data, old, 0.01, said.append)
+    assert [(t, shown.split(" new/old")[0], runs) for t, shown, runs in restored] == \
+        [("router_gemm", rows["won"], ["GPU-old"])], said
+    assert data["provenance"]["runs"]["GPU-old"] == {"machine": "GPU-old"}
+    table, point = lc.bench_rows(False)[rows["won"]]
     now = lc.row_for(data[table], point)
-    assert now["params"] == {"block_e": 1, **old_rows[won][0]["params"]}
+    assert now["params"] == {"block_e": 1, **lc.row_for(old[table], point)["params"]}
     assert now["measured"]["winner"]["us"] == {"M1 bf16": {"GPU-old": 5.0}}
-    table, point = old_rows[lost][1:]
-    assert lc.row_for(data[table], point)["params"] != {"block_e": 1,
-                                                       **old_rows[lost][0]["params"]}
-    # a run label that names another run in the current file is refused
-    with open(os.path.join(ROOT, "specs", "measured", "sm_90.json"), encoding="utf-8") as f:
-        fresh = json.load(f)
-    fresh["provenance"]["runs"]["GPU-old"] = {"machine": "another"}
-    with pytest.raises(SystemExit, match="GPU-old"):
-        lc.restore(results, fresh, old, 0.01, said.append)
+    for label in (rows["lost"], rows["stale"]):
+        table, point = lc.bench_rows(False)[label]
+        assert lc.row_for(data[table], point) == lc.row_for(fresh[table], point), label
+    assert any(line.startswith(rows["stale"]) and "not the launch timed as new" in line
+               for line in said)
+    # the old file moved on (another launch in that row): nothing is restored
+    moved = copy.deepcopy(old)
+    table, point = lc.bench_rows(False)[rows["won"]]
+    lc.row_for(moved[table], point)["params"]["block_k"] = 64
+    said = []
+    assert lc.restore(results, copy.deepcopy(fresh), moved, 0.01, said.append) == []
+    assert any("not the launch timed as old" in line for line in said)
+
+
+def test_launch_compare_restore_relabels_a_run_described_under_another_label():
+    """The old file's run is described in the current file under another label: the restored
+    row cites that label, and no second description is added; a clashing label gets #n."""
+    import copy
+
+    lc, data, old, results, rows = _restore_case()
+    same = copy.deepcopy(data)
+    same["provenance"]["runs"]["GPU-old#7"] = {"machine": "GPU-old"}
+    (_, _, runs), = lc.restore(results, same, old, 0.01, lambda *a: None)
+    assert runs == ["GPU-old#7"] and "GPU-old" not in same["provenance"]["runs"]
+    table, point = lc.bench_rows(False)[rows["won"]]
+    assert lc.row_for(same[table], point)["measured"]["winner"]["us"] == \
+        {"M1 bf16": {"GPU-old#7": 5.0}}
+    clash = copy.deepcopy(data)
+    clash["provenance"]["runs"]["GPU-old"] = {"machine": "another"}
+    (_, _, runs), = lc.restore(results, clash, old, 0.01, lambda *a: None)
+    assert runs == ["GPU-old#2"] and clash["provenance"]["runs"]["GPU-old#2"] == \
+        {"machine": "GPU-old"}
+
+
+def test_launch_compare_restore_writes_a_data_file_that_loads(tmp_path):
+    """--restore --write on a copy: the file loads through the registry's loader, its tune
+    names the section and the runs it put back, and runs no row cites any more are gone."""
+    from codegen import measured
+
+    lc, data, old, results, rows = _restore_case()
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    target = tmp_path / "sm_90.json"
+    measured.write(str(target), data)
+    paths = []
+    for i, res in enumerate(results):
+        res = {**res, "old": str(tmp_path / "old.json"), "old_digest": lc.file_digest(old)}
+        paths.append(tmp_path / f"lc{i}.json")
+        paths[-1].write_text(json.dumps(res))
+    run = _run([os.path.join("tools", "launch_compare.py"), "--restore", *map(str, paths),
+                "--data", str(target), "--write"], timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    written = measured.load_file(str(target))
+    tune = written.provenance["tunes"][-1]
+    assert tune["sections"] == ["router"] and tune["runs"] == ["GPU-old"] and tune["rows"] == 1
+    cited = set()
+    for rows_ in written.tables.values():
+        for row in rows_:
+            for part in ("winner", "runner_up"):
+                for by_run in (row.measured.get(part) or {}).get("us", {}).values():
+                    cited |= set(by_run)
+    assert set(written.provenance["runs"]) <= cited | {r for t in written.provenance["tunes"]
+                                                       for r in t["runs"]}
+    # a result file of another old file is refused
+    bad = json.loads(paths[0].read_text())
+    bad["old_digest"] = "0" * 16
+    paths[0].write_text(json.dumps(bad))
+    run = _run([os.path.join("tools", "launch_compare.py"), "--restore", *map(str, paths),
+                "--data", str(target)], timeout=120)
+    assert run.returncode != 0 and "is not the file the results timed" in run.stderr

@@ -282,7 +282,11 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
     results, by_key = [], {}
     scenarios = decode_scenarios(args.quick, args.smoke)
     if args.contexts:
+        known = sorted({sc.ctx for sc in scenarios})
         scenarios = [sc for sc in scenarios if sc.ctx in args.contexts]
+        if not scenarios:
+            sys.exit(f"bench.py: no decode rows of contexts {args.contexts} (the rows have "
+                     f"{known})")
     all_policies = decode_policies(hw_detected)
     common.say(f"== decode indexer: {len(scenarios)} scenarios × {len(all_policies)} policies "
                f"({', '.join(all_policies)}; kinds other than bf16: {hw_detected} only) + torch")
@@ -467,7 +471,8 @@ def main(argv=None):
     device = torch.device("cpu") if args.smoke else torch.device("cuda")
     reps = args.reps or (2 if args.smoke else (25 if args.quick else 30))
     report = {"env": common.env_info(args.smoke), "mode": "smoke" if args.smoke else (
-        "quick" if args.quick else "full"), "reps": reps, "errors": [], "out": args.out}
+        "quick" if args.quick else "full"), "contexts": args.contexts, "reps": reps,
+        "errors": [], "out": args.out}
     import generated
 
     report["hardware_detected"] = hw = common.detected_hardware(args.smoke)

@@ -34,6 +34,7 @@ import targets  # noqa: E402
 
 # keys of a data-file row that are not bucket axes
 ROW_FIELDS = ("kernel", "variant", "params", "source", "measured")
+MARGIN = 0.01  # --restore: how much slower the new launch must be on every machine
 
 
 def parse_args(argv=None):
@@ -43,11 +44,13 @@ def parse_args(argv=None):
     p.add_argument("--restore", nargs="+", metavar="RESULT",
                    help="launch_compare.json files of this --old (one per machine): put back "
                         "the old row of every bucket whose old launch won on each of them")
-    p.add_argument("--margin", type=float, default=0.01,
+    p.add_argument("--margin", type=float, default=MARGIN,
                    help="--restore: how much slower (new/old - 1) the new launch must be on "
-                        "every machine (default 0.01)")
+                        f"every machine (default {MARGIN:g})")
     p.add_argument("--write", action="store_true",
-                   help="--restore: write specs/measured/<target>.json (else a dry run)")
+                   help="--restore: write the data file (else a dry run)")
+    p.add_argument("--data", default=None,
+                   help="--restore: the data file to change (default specs/measured/<target>.json)")
     p.add_argument("--target", default="sm_90", help="measured target (default sm_90)")
     p.add_argument("--only", choices=("router", "attention"), default=None)
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny rows")
@@ -268,11 +271,14 @@ def compare_attention(old: dict, hw: str, smoke: bool, say) -> list:
 def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
     """Put the old file's row back into ``data`` (a data file's content, changed in place) for
     every bucket where each timed bench row it serves was slower under the new launch by more
-    than ``margin`` on every machine of ``results`` (launch_compare.json contents). The old row
-    comes back with its measurements and the runs they cite. Returns (what was restored, the
-    labels of the runs the restored rows cite)."""
+    than ``margin`` on every machine of ``results`` (launch_compare.json contents), where the
+    current row is still the launch timed as new and the old row the launch timed as old. The
+    old row comes back with its measurements and the runs they cite (described once: a run
+    the current file describes under another label keeps that label). Returns the restored
+    rows as (table, what was timed, the labels of the runs the row cites)."""
     rows_of = bench_rows(results[0]["env"].get("smoke", False))
-    by_bucket: dict = {}  # (table, id of the current row) -> [current row, point, [(label, ratios)]]
+    # (table, id of the current row) -> [current row, point, [(label, ratios)], old launch]
+    by_bucket: dict = {}
     for label in dict.fromkeys(rec["row"] for res in results for rec in res["rows"]):
         recs = [next((r for r in res["rows"] if r["row"] == label), None) for res in results]
         if any(r is None for r in recs) or label not in rows_of:
@@ -292,37 +298,64 @@ def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
             raise SystemExit(f"{label}: the result files timed different old launches")
         by_bucket.setdefault((table, id(current)), [current, point, [], timed_old])[2].append(
             (label, ratios))
-    restored, runs = [], set()
+    restored = []
     for (table, _), (current, point, rows, timed_old) in by_bucket.items():
-        worse = all(min(ratios) > 1 + margin for _, ratios in rows)
         shown = "; ".join(f"{lb} new/old " + "/".join(f"{x:.3f}" for x in ratios)
                           for lb, ratios in rows)
-        if not worse:
+        if not all(min(ratios) > 1 + margin for _, ratios in rows):
             continue
         before = row_for(old[table], point)
+        if before is None or not _is_launch_of(table, before, timed_old):
+            say(f"restore: {shown}: the old file's row is not the launch timed as old: kept")
+            continue
         axes = [k for k in current if k not in ROW_FIELDS]
         if any(before.get(a) != current[a] for a in axes):
             say(f"restore: {shown}: the old row's bucket differs from the current one: kept")
             continue
-        for run in _cited_runs(before):
-            facts = old["provenance"]["runs"][run]
-            if data["provenance"]["runs"].setdefault(run, facts) != facts:
-                raise SystemExit(f"run label {run} means another run in the current file")
-            runs.add(run)
-        # the params as timed: with the defaults of parameters added since the old file
+        label_of = {run: _adopt_run(data["provenance"]["runs"], run,
+                                    old["provenance"]["runs"][run])
+                    for run in _cited_runs(before)}
+        # the params as timed (with the defaults of parameters added since the old file) and
+        # the measurements under the labels the runs have in this file
         if table == "router_gemm":
-            before = {**before, "kernel": timed_old[0], "params": timed_old[1]}
+            launch = {"kernel": timed_old[0], "params": timed_old[1]}
         else:
-            before = {**before, "variant": timed_old["variant"],
+            launch = {"variant": timed_old["variant"],
                       "params": {k: v for k, v in timed_old.items() if k != "variant"}}
+        before = {**before, **launch, "measured": _relabelled(before["measured"], label_of)}
         data[table][data[table].index(current)] = before
-        restored.append(shown)
+        restored.append((table, shown, sorted(set(label_of.values()))))
         say(f"restore: {shown}: {before[_choice(table)]} {before['params']}")
-    return restored, runs
+    return restored
+
+
+def _adopt_run(runs: dict, label: str, facts: dict) -> str:
+    """The label under which ``runs`` (a data file's, changed in place) describes the run of
+    ``facts``: its present label if it holds the run already, else ``label`` or, if another run
+    holds that, ``label#n``."""
+    for present, known in runs.items():
+        if known == facts:
+            return present
+    base, new, n = label.split("#")[0], label, 1
+    while new in runs:
+        n += 1
+        new = f"{base}#{n}"
+    runs[new] = facts
+    return new
+
+
+def _relabelled(measured: dict, label_of: dict) -> dict:
+    """``measured`` with its run labels renamed by ``label_of``."""
+    out = json.loads(json.dumps(measured))
+    for part in ("winner", "runner_up"):
+        for rep, by_run in ((out.get(part) or {}).get("us") or {}).items():
+            out[part]["us"][rep] = {label_of.get(run, run): us for run, us in by_run.items()}
+    return out
 
 
 def _is_launch_of(table: str, row: dict, launch) -> bool:
-    """True when ``launch`` (a result record's, JSON) is what data-file ``row`` launches."""
+    """True when ``launch`` (a result record's, JSON) is what data-file ``row`` launches (a
+    parameter the row lacks takes the launch's value: one added since the row was written)."""
     if table == "router_gemm":
         choice, params = launch
     else:
@@ -343,8 +376,16 @@ def _cited_runs(row: dict) -> set:
     return labels
 
 
+def file_digest(data: dict) -> str:
+    """A data file's identity, whatever its formatting."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def main_restore(args) -> None:
     from codegen import measured
+    from tools.tune import write
 
     results = []
     for path in args.restore:
@@ -354,27 +395,32 @@ def main_restore(args) -> None:
     if len(olds) != 1 or len({r["target"] for r in results}) != 1:
         raise SystemExit(f"the result files compare different old tables or targets: {olds}")
     old = old_tables(olds.pop(), results[0]["target"])
-    path = os.path.join(ROOT, "specs", "measured", f"{results[0]['target']}.json")
+    digests = {r["old_digest"] for r in results if "old_digest" in r}
+    if digests and digests != {file_digest(old)}:
+        raise SystemExit(f"--old {results[0]['old']} is not the file the results timed")
+    path = args.data or os.path.join(ROOT, "specs", "measured", f"{results[0]['target']}.json")
     data = measured.read(path)
     machines = [r["env"].get("machine", "?") for r in results]
-    restored, runs = restore(results, data, old, args.margin, common.say)
+    restored = restore(results, data, old, args.margin, common.say)
     common.say(f"{len(restored)} rows restored ({', '.join(machines)})")
     if not restored or not args.write:
         if restored:
             common.say("dry run: --write writes " + os.path.relpath(path, ROOT))
         return
     import datetime
+    margin = "" if args.margin == MARGIN else f" --margin {args.margin:g}"
     data["provenance"]["tunes"].append({
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "command": "python3 tools/launch_compare.py --restore " + " ".join(
-            os.path.basename(p) for p in args.restore) + " --write",
+            os.path.relpath(p, ROOT) for p in args.restore) + margin + " --write",
         "rule": f"the previous row put back: its launch was faster than the chosen one by "
                 f"more than {args.margin:g} on every machine, timed interleaved "
                 f"(tools/launch_compare.py)",
-        "sections": sorted({SECTIONS[table] for label, (table, _) in bench_rows(False).items()
-                            if any(shown.startswith(label + " ") for shown in restored)}),
-        "runs": sorted(runs),
-        "machines": machines, "rows": len(restored), "restored": restored})
+        "sections": sorted({SECTIONS[table] for table, _, _ in restored}),
+        "runs": sorted({run for _, _, runs in restored for run in runs}),
+        "machines": machines, "rows": len(restored),
+        "restored": [shown for _, shown, _ in restored]})
+    write.prune(data)
     measured.write(path, data)
     common.say("wrote " + os.path.relpath(path, ROOT))
 
@@ -394,7 +440,8 @@ def main(argv=None):
     hw = args.target  # its tables, also on the CPU interpreter (--smoke)
     say = common.say
     say(f"launch_compare: old {args.old}, new = the current tables; target {hw}")
-    result = {"env": common.env_info(args.smoke), "old": args.old, "target": hw, "rows": []}
+    result = {"env": common.env_info(args.smoke), "old": args.old,
+              "old_digest": file_digest(old), "target": hw, "rows": []}
     sections = [args.only] if args.only else ["router", "attention"]
     for section in sections:
         fn = compare_router if section == "router" else compare_attention

@@ -191,7 +191,9 @@ class Space:
         from specs import sparse_attn as attn_specs
         self.attn_inputs = list(attn_specs.MEASURED_ATTN)
         # (129–256 and 257–512 are apart: prefill's best launch changes between 256 and 512
-        # programs, the per-token kernel at two splits being 1.2× the best at one end)
+        # programs, the per-token kernel at two splits being 1.2× the best at one end; decode
+        # shares the buckets. Data files chosen before hold one 129–512 row, which the next
+        # tune of these counts splits.)
         self.attn_buckets = {(1, 8): (4, 8), (9, 32): (16, 32), (33, 64): (64,),
                              (65, 128): (128,), (129, 256): (256,), (257, 512): (512,),
                              (513, 2048): (1024, 2048), (2049, None): (8192,)}

@@ -175,7 +175,13 @@ def update(data: dict, rows: list, runs: list, labels: list, command: str, date:
         # choosing from the same runs again replaces that tune's entry
         prov["tunes"] = [t for t in prov["tunes"] if (t["runs"], t["sections"]) !=
                          (tune["runs"], tune["sections"])] + [tune]
-    # a tune stays while a row cites one of its runs; a run stays while a row or a tune cites it
+    return prune(data)
+
+
+def prune(data: dict) -> dict:
+    """``data`` without the tunes none of whose runs a row cites any more, and without the
+    runs neither a row nor a remaining tune cites."""
+    prov = data["provenance"]
     alive = _referenced(data)
     prov["tunes"] = [t for t in prov["tunes"] if set(t["runs"]) & alive]
     cited = alive.union(*(t["runs"] for t in prov["tunes"]))
