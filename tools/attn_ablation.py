@@ -1,9 +1,10 @@
 """Device study: where the time of the latency-bound sparse-attention rows goes. Variants of
 generated/sparse_attn.py, each built by replacing one piece of the split kernel's source text
-(no merge, no arrival atomic, no K/V traffic, no block-table load), timed interleaved with the
-kernel as generated, the kernel with its merge in a second kernel (``merge_kernel``) and an
-empty kernel (graph replay, L2 flushed) on the rows where vLLM is ahead or the copy rate is
-missed. The source variants' outputs are wrong by design: timing only.
+(no merge, no arrival atomic, no K/V traffic, no block-table load, the split kernel without
+its merge kernel), timed interleaved with the kernel as generated, the kernel with its merge in
+a second kernel (``merge_kernel``) and an empty kernel (graph replay, L2 flushed) on the rows
+where vLLM is ahead or the copy rate is missed; with each row, a plain read of its KV bytes
+(bench_attn's floor). The source variants' outputs are wrong by design: timing only.
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
@@ -40,9 +41,9 @@ VARIANTS = {
                    "    arrived = tl.program_id(0) * 0 - 1")],
     # no K/V memory traffic (zeros instead of the cache)
     "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
-               "    k = tl.zeros([_BLOCK, D], q.dtype)\n", 1),
+               "    k = tl.zeros([BLOCK_N, D], q.dtype)\n", 1),
               ("    v = tl.load(base + v_off + kv_offs).to(q.dtype)\n",
-               "    v = tl.zeros([_BLOCK, D], q.dtype)\n", 1)],
+               "    v = tl.zeros([BLOCK_N, D], q.dtype)\n", 1)],
     # one grid axis with the splits fastest (a row's splits start together; a correct
     # kernel: compare times). −0.24 to +1.07 µs against base on 2026-12-01 (GPU-83c98272)
     "splits_first": [("    pair = tl.program_id(0) // HS\n",
@@ -59,9 +60,12 @@ VARIANTS = {
     # the generated kernel with its merge_kernel launch option: a second kernel merges (a
     # correct kernel: compare times)
     "merge_kernel": [],
+    # a merge_kernel launch without its second kernel (the split kernel alone: timing only)
+    "split_only": [("        if merge is not None:\n            merge(part, output, *merge_rest)\n",
+                    "")],
 }
 # name -> launch options a variant adds
-LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True)}
+LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("splits_first", "merge_kernel")
 
@@ -151,13 +155,17 @@ def main():
             samplers[k] = lambda n, g=g: common.replay_times(g.replay, n, settled=True)
         times = interleave(samplers, rounds=1 if SMOKE else 5, per_round=2 if SMOKE else 20)
         med = {k: statistics.median(v) for k, v in times.items()}
+        # a plain streaming read of the row's KV bytes, timed the same way (bench_attn's floor)
+        read = None if SMOKE else common.row_read_us(
+            R * Q * ids.shape[2] * Hkv, 128 * 2 * q.shape[2] * 2 // 4)["median_us"]
         print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}"
+              + ("" if read is None else f"  plain read {read:.2f}")
               + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
         for launch in launches:
             tag = f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
             print("   " + tag + ": " + "  ".join(f"{n} {med[tag + ' ' + n]:.2f}"
                                                   for n in variants), flush=True)
-        res.append({"row": list(row), "us": med, "same_bits": checks})
+        res.append({"row": list(row), "us": med, "plain_read_us": read, "same_bits": checks})
         with open(os.path.join(out_dir, "attn_ablation.json"), "w") as f:
             json.dump(res, f, indent=1)
         del case, q, kv, ids, table, lens, out
