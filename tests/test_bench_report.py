@@ -174,3 +174,27 @@ def test_a_condensed_run_is_judged_like_the_run(two_runs, tmp_path):
     run, back = bench_report.load_run(two_runs[1]), bench_report.load_run(str(out))
     assert back["decode"][-1]["kind"] == "fp8kv"
     assert _verdicts([back]) == _verdicts([run])
+
+
+def test_router_report_judges_every_row_on_the_worst_run(tmp_path):
+    """tools/router_report.py: a cell is bold when any run is above vLLM + the slack; the
+    counts per run and on every run; F.linear shapes judged by the worst run's speedup."""
+    import router_report
+
+    limit = targets.VLLM_ROUTER_US[(3072, 256, "bf16")]
+    slack = targets.ROUTER_SLACK_US
+    a = _write(tmp_path, "a", [], [
+        _router(3072, 256, 1, limit[0] + slack),          # at the limit: passes
+        _router(3072, 256, 4, limit[1] - 1.0),
+        _router(4096, 8, 1, 4.0, linear=10.0)])           # 2.5×
+    b = _write(tmp_path, "b", [], [
+        _router(3072, 256, 1, limit[0] - 0.5),
+        _router(3072, 256, 4, limit[1] + slack + 0.01),   # over on run b only
+        _router(4096, 8, 1, 4.0, linear=7.0)])            # 1.75×: the worst run
+    text = router_report.table([a, b])
+    row = next(line for line in text.splitlines() if line.startswith("| (3072,256) bf16"))
+    cells = [c.strip() for c in row.split("|")[2:-1]]
+    assert not cells[0].startswith("**") and cells[1].startswith("**"), cells
+    assert cells[2] == "–"  # no run timed M 8
+    assert "At or below vLLM + 0.1 µs: 2, 1 of 2 rows on the 2 runs, 1 on every run." in text
+    assert "(4096,8) bf16 1.8–1.8×" in text and "at least 2× in 0 of 1 rows" in text

@@ -89,18 +89,21 @@ def test_every_section_reference_exists():
 
 
 def test_generated_result_tables_equal_their_command():
-    """A table in docs/PERFORMANCE.md below `<!-- python3 tools/attn_report.py FILES -->` is
-    that command's output over the results of record it names (one source for the numbers)."""
+    """A table in docs/PERFORMANCE.md below `<!-- python3 tools/attn_report.py FILES -->` (or
+    router_report.py) is that command's output over the results of record it names (one source
+    for the numbers)."""
+    import importlib
     import sys
     sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import attn_report
 
     with open(os.path.join(ROOT, "docs", "PERFORMANCE.md"), encoding="utf-8") as f:
         text = f.read()
-    marks = list(re.finditer(r"<!-- python3 tools/attn_report\.py ([^>]+?) -->\n", text))
-    assert marks, "docs/PERFORMANCE.md names no attn_report table"
-    for m in marks:
-        want = attn_report.table([os.path.join(ROOT, p) for p in m.group(1).split()])
-        assert text[m.end():m.end() + len(want) + 1] == want + "\n", (
-            f"docs/PERFORMANCE.md: the table below `{m.group(0).strip()}` is stale; paste the "
-            f"command's output")
+    for tool in ("attn_report", "router_report"):
+        report = importlib.import_module(tool)
+        marks = list(re.finditer(rf"<!-- python3 tools/{tool}\.py ([^>]+?) -->\n", text))
+        assert marks, f"docs/PERFORMANCE.md names no {tool} table"
+        for m in marks:
+            want = report.table([os.path.join(ROOT, p) for p in m.group(1).split()])
+            assert text[m.end():m.end() + len(want) + 1] == want + "\n", (
+                f"docs/PERFORMANCE.md: the table below `{m.group(0).strip()}` is stale; paste "
+                f"the command's output")

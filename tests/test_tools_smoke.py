@@ -230,6 +230,34 @@ def test_launch_compare_restore_puts_back_only_rows_the_old_launch_won_everywher
     assert any("not the launch timed as old" in line for line in said)
 
 
+def test_launch_compare_restore_needs_every_machine_slower_and_the_median_past_the_margin():
+    """Slower on each machine but within the margin on one (1.008, 1.03, 1.025): restored;
+    slower on each but the median within the margin (1.005, 1.008, 1.02): kept."""
+    import copy
+
+    lc, data, old, results, rows = _restore_case()
+    fresh = copy.deepcopy(data)
+
+    def with_ratios(ratios):
+        out = []
+        for m, r in zip("ABC", ratios):
+            res = copy.deepcopy(results[0])
+            res["env"]["machine"] = m
+            for rec in res["rows"]:
+                if rec["row"] in (rows["won"], rows["lost"]):  # "lost": faster everywhere
+                    rec["us"]["new"] = rec["us"]["old"] * (r if rec["row"] == rows["won"]
+                                                           else 0.99)
+            out.append(res)
+        return out
+
+    said = []
+    restored = lc.restore(with_ratios((1.008, 1.03, 1.025)), data, old, 0.01, said.append)
+    assert [shown.split(" new/old")[0] for _, shown, _ in restored] == [rows["won"]], said
+    data = copy.deepcopy(fresh)
+    assert lc.restore(with_ratios((1.005, 1.008, 1.02)), data, old, 0.01, said.append) == []
+    assert data == fresh
+
+
 def test_launch_compare_restore_relabels_a_run_described_under_another_label():
     """The old file's run is described in the current file under another label: the restored
     row cites that label, and no second description is added; a clashing label gets #n."""

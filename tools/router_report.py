@@ -1,0 +1,81 @@
+"""The router results of record as a Markdown table: the shapes vLLM runs its CUDA router kernel
+on, each run's µs per token count M and x dtype, vLLM's µs, and the verdicts on the worst run;
+then the shapes vLLM hands to F.linear, judged by the speedup over it.
+
+    python3 tools/router_report.py RUN_A.json RUN_B.json   # bench.json or docs/results files
+
+docs/PERFORMANCE.md holds this output below a line naming the command; tests/test_docs.py
+checks that the two agree.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import targets  # noqa: E402  (tools/targets.py)
+from bench_report import load_run  # noqa: E402
+
+
+def _runs(paths) -> list:
+    """Per run: (K, N, x dtype, M) -> (ours µs, F.linear µs)."""
+    runs = []
+    for path in paths:
+        rows = load_run(path).get("router") or []
+        runs.append({(r["K"], r["N"], r["x_dtype"], r["M"]): (
+            (r.get("ours") or {}).get("median_us"), (r.get("linear") or {}).get("median_us"))
+            for r in rows})
+    return runs
+
+
+def table(paths) -> str:
+    runs = _runs(paths)
+    ms = targets.ROUTER_MS
+    lines = ["| shape, x | " + " | ".join(f"M {m}" for m in ms) + " |",
+             "|---|" + "---|" * len(ms)]
+    ok_all = cells = 0
+    ok_each = [0] * len(runs)
+    for (K, N, x), vllm in targets.VLLM_ROUTER_US.items():
+        out = []
+        for m, limit in zip(ms, vllm):
+            got = [run.get((K, N, x, m), (None, None))[0] for run in runs]
+            if any(t is None for t in got):
+                out.append("–")
+                continue
+            cells += 1
+            ok = [t <= limit + targets.ROUTER_SLACK_US for t in got]
+            ok_all += all(ok)
+            ok_each = [n + o for n, o in zip(ok_each, ok)]
+            cell = " / ".join(f"{t:.2f}" for t in got)
+            out.append((cell if all(ok) else f"**{cell}**") + f" ({limit:.2f})")
+        lines.append(f"| ({K},{N}) {x} | " + " | ".join(out) + " |")
+    lines.append("")
+    lines.append(f"At or below vLLM + {targets.ROUTER_SLACK_US} µs: "
+                 + ", ".join(str(n) for n in ok_each) + f" of {cells} rows on the "
+                 f"{len(runs)} runs, {ok_all} on every run.")
+    # the shapes vLLM hands to F.linear(x.float(), w.float())
+    speedups = {}
+    for run in runs:
+        for (K, N, x, m), (ours, linear) in run.items():
+            if (K, N) not in targets.VLLM_ROUTER_SHAPES and ours and linear:
+                key = (K, N, x)
+                speedups.setdefault(key, {}).setdefault(m, []).append(linear / ours)
+    parts, fast, total = [], 0, 0
+    for (K, N, x), by_m in sorted(speedups.items()):
+        worst = [min(v) for v in by_m.values() if len(v) == len(runs)]
+        if not worst:
+            continue
+        total += len(worst)
+        fast += sum(s >= targets.ROUTER_LINEAR_SPEEDUP for s in worst)
+        parts.append(f"({K},{N}) {x} {min(worst):.1f}–{max(worst):.1f}×")
+    if parts:
+        lines.append(f"Against F.linear(x.float(), w) (worst run per row): "
+                     f"{'; '.join(parts)}; at least {targets.ROUTER_LINEAR_SPEEDUP:.0f}× in "
+                     f"{fast} of {total} rows.")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    print(table(sys.argv[1:]))
