@@ -120,6 +120,8 @@ def test_launch_compare_times_only_the_rows_whose_launch_changed(tmp_path):
         if "us" in r:
             assert set(r["us"]) == {"empty kernel", "old", "new"}
             assert r["old"] != r["new"]
+            if r["row"].startswith("attention"):  # also timed inside sparse_decode_step
+                assert set(r["step_us"]) == {"old", "new"}
         else:
             assert r["same"] and r["old"] == r["new"]
     assert len(rows) > len(timed)

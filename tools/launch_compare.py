@@ -2,7 +2,9 @@
 an earlier version of the measured data file gives (specs/measured/<target>.json at a git
 revision, or a file) against the launch the current tables give, timed interleaved in one
 process with an empty kernel (graph replay, L2 flushed, the order rotating each round:
-`tune.measure.interleave`). Rows whose two launches are the same are listed, not timed.
+`tune.measure.interleave`). Rows whose two launches are the same are listed, not timed. An
+attention row is also timed inside `sparse_decode_step` (the attention a programmatic dependent
+of the indexer), which the tuner does not measure.
 
 Benches of two tables on different machines cannot answer this: H200s differ by up to 13 %
 on these launch-bound rows, more than most of what a re-tune moves. Run it on two machines.
@@ -261,12 +263,55 @@ def compare_attention(old: dict, hw: str, smoke: bool, say) -> list:
             calls[name] = lambda launch=launch: sa.sparse_attn_with_launch(
                 launch, "decode", **case, output=output)
         us = time_pair(calls, smoke)
+        # the same launches inside sparse_decode_step, a programmatic dependent of the indexer
+        # (its programs start while the indexer's last ones run): what a serving step pays
+        steps = step_pair(sa, case, row, launches, dev)
+        step_us = time_pair({"old": steps["old"], "new": steps["new"]}, smoke)
         say(f"{label}: old {us['old']:.2f}  new {us['new']:.2f}  (empty {us['empty kernel']:.2f})"
-            f"  new/old {us['new'] / us['old']:.3f}")
-        out.append({**record, "us": us})
-        del case
+            f"  new/old {us['new'] / us['old']:.3f};  in the step: old {step_us['old']:.2f}  "
+            f"new {step_us['new']:.2f}  new/old {step_us['new'] / step_us['old']:.3f}")
+        out.append({**record, "us": us, "step_us": step_us})
+        del case, steps
         common.free_memory()
     return out
+
+
+def step_pair(sa, case, row, launches: dict, dev) -> dict:
+    """name -> a zero-argument `sparse_decode_step` call (bench_attn's index inputs) whose
+    attention runs ``launches[name]`` (the step's own plan with its attention plan replaced)."""
+    import torch
+
+    import bench_attn
+
+    Hq, Hkv, R, ctx, Q = row
+    T, mb, block = R * Q, common.cdiv(ctx, bench_attn.BLOCK), bench_attn.BLOCK
+    topk = case["topk_idx"].shape[2]
+    g = torch.Generator(dev).manual_seed(1)
+    d_idx = case["q"].shape[2]
+    idx_q = torch.randn((T, Hkv, d_idx), generator=g, device=dev, dtype=torch.bfloat16)
+    idx_cache = torch.randn((R * mb + 1, block, d_idx), generator=g, device=dev,
+                            dtype=torch.bfloat16)
+    idx_table = torch.randperm(R * mb + 1, generator=g, device=dev)[:R * mb].view(
+        R, mb).to(torch.int32)
+    ids = torch.empty((Hkv, T, topk), dtype=torch.int32, device=dev)
+    counter = torch.zeros((Hkv, T), dtype=torch.int32, device=dev)
+    output = torch.empty_like(case["q"])
+    calls = {}
+    for name, launch in launches.items():
+        plan = sa._StepPlan(idx_q, idx_cache, idx_table, case["q"], case["kv"],
+                            case["block_table"], case["seq_lens"], ctx, topk, 0, 1, Hkv, Q, Q,
+                            case["sm_scale"], output, None, None, ids, counter, None)
+        plan.attend = sa._AttnPlan("decode", case["q"], case["kv"], ids, case["block_table"],
+                                   case["seq_lens"], Hkv, case["sm_scale"], output, None, None,
+                                   None, decode_query_len=Q, pdl="ids", launch=launch)
+
+        def step(plan=plan):
+            got = plan.index(idx_q, idx_cache, idx_table, case["seq_lens"], ids, counter, None,
+                             None, None)
+            plan.attend(case["q"], case["kv"], got, case["block_table"], case["seq_lens"], None,
+                        None, None, None, output)
+        calls[name] = step
+    return calls
 
 
 def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
