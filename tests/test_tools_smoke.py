@@ -260,6 +260,55 @@ def test_launch_compare_restore_needs_every_machine_slower_and_the_median_past_t
     assert data == fresh
 
 
+def test_launch_compare_restore_by_the_step_into_a_split_bucket():
+    """The old file's one G 16 row of 129–512 programs, since split in two: judged by the
+    launches' own times (the new one faster) nothing comes back; judged inside
+    sparse_decode_step (the new one slower) the old launch returns into the bucket that was
+    timed, with that bucket's bounds, and the other half is left alone."""
+    import copy
+
+    lc = _launch_compare()
+    with open(os.path.join(ROOT, "specs", "measured", "sm_90.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    old = copy.deepcopy(data)
+    rows = old["sparse_attn_decode"]
+    half = [r for r in rows if r["group"] == 16 and r["programs"][0] in (129, 257)]
+    assert [r["programs"] for r in half] == [[129, 256], [257, 512]], half
+    merged = half[0]
+    merged["programs"] = [129, 512]
+    merged["params"] = {**merged["params"], "num_warps": 8 if merged["params"]["num_warps"]
+                        != 8 else 4}
+    merged["measured"]["winner"]["us"] = {"decode G16 P256": {"GPU-old": 60.0}}
+    merged["measured"]["runner_up"]["us"] = {"decode G16 P256": {"GPU-old": 61.0}}
+    rows.remove(half[1])
+    old["provenance"]["runs"]["GPU-old"] = {"machine": "GPU-old"}
+    label = "attention 32/2 R32 32768 tokens Q4"  # 256 programs
+    table, point = lc.bench_rows(False)[label]
+    now = lc.row_for(data[table], point)
+    launch = {"variant": now["variant"], **now["params"]}
+    record = {"row": label, "old": {"variant": merged["variant"], **merged["params"]},
+              "new": launch, "us": {"old": 60.0, "new": 59.0, "empty kernel": 3.0},
+              "step_us": {"old": 130.0, "new": 133.0}}
+    results = [{"env": {"machine": m}, "old": "old.json", "target": "sm_90",
+                "rows": [copy.deepcopy(record)]} for m in "AB"]
+    fresh = copy.deepcopy(data)
+    said = []
+    assert lc.restore(results, data, old, 0.01, said.append) == []
+    assert data == fresh
+    restored = lc.restore(results, data, old, 0.01, said.append, judge="step")
+    assert [shown.split(" new/old")[0] for _, shown, _ in restored] == [label], said
+    back = lc.row_for(data[table], point)
+    assert back["programs"] == [129, 256] and back["params"] == merged["params"]
+    assert lc.row_for(data[table], {**point, "programs": 512}) == \
+        lc.row_for(fresh[table], {**point, "programs": 512})
+    # a result without the step's times is not judged by them
+    for res in results:
+        del res["rows"][0]["step_us"]
+    said = []
+    assert lc.restore(results, copy.deepcopy(fresh), old, 0.01, said.append, judge="step") == []
+    assert any("not timed inside the step" in line for line in said)
+
+
 def test_launch_compare_restore_relabels_a_run_described_under_another_label():
     """The old file's run is described in the current file under another label: the restored
     row cites that label, and no second description is added; a clashing label gets #n."""

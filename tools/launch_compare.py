@@ -50,6 +50,9 @@ def parse_args(argv=None):
                    help="--restore: how much slower (new/old - 1) the new launch must be at "
                         f"the median over the machines (default {MARGIN:g}); it must be "
                         "slower on each of them")
+    p.add_argument("--judge", choices=("alone", "step"), default="alone",
+                   help="--restore: judge by the launches' own times (default) or, for "
+                        "attention rows, by their times inside sparse_decode_step")
     p.add_argument("--write", action="store_true",
                    help="--restore: write the data file (else a dry run)")
     p.add_argument("--data", default=None,
@@ -314,7 +317,19 @@ def step_pair(sa, case, row, launches: dict, dev) -> dict:
     return calls
 
 
-def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
+def _holds(outer, inner) -> bool:
+    """True when bucket axis value ``outer`` holds ``inner``: equal, or a [lo, hi] range (hi
+    None: unbounded) around the range ``inner``."""
+    if outer == inner:
+        return True
+    if not (isinstance(outer, list) and isinstance(inner, list) and len(outer) == len(inner) == 2):
+        return False
+    (lo, hi), (ilo, ihi) = outer, inner
+    return lo <= ilo and (hi is None or (ihi is not None and ihi <= hi))
+
+
+def restore(results: list, data: dict, old: dict, margin: float, say,
+            judge: str = "alone") -> list:
     """Put the old file's row back into ``data`` (a data file's content, changed in place) for
     every bucket where each timed bench row it serves was slower under the new launch on every
     machine of ``results`` (launch_compare.json contents) and by more than ``margin`` at the
@@ -322,8 +337,11 @@ def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
     by 0.8–15 % is not noise, though one machine alone is within it), where the
     current row is still the launch timed as new and the old row the launch timed as old. The
     old row comes back with its measurements and the runs they cite (described once: a run
-    the current file describes under another label keeps that label). Returns the restored
-    rows as (table, what was timed, the labels of the runs the row cites)."""
+    the current file describes under another label keeps that label). An old row whose bucket
+    holds the current one (the tuner split a range since) comes back with the current bounds.
+    ``judge``: "alone" reads the launches' own times, "step" the attention rows' times inside
+    `sparse_decode_step` (rows without them are skipped). Returns the restored rows as (table,
+    what was timed, the labels of the runs the row cites)."""
     rows_of = bench_rows(results[0]["env"].get("smoke", False))
     # (table, id of the current row) -> [current row, point, [(label, ratios)], old launch]
     by_bucket: dict = {}
@@ -340,7 +358,11 @@ def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
         if not all(_is_launch_of(table, current, r["new"]) for r in recs):
             say(f"{label}: the current row is not the launch timed as new: skipped")
             continue
-        ratios = [r["us"]["new"] / r["us"]["old"] if "us" in r else 1.0 for r in recs]
+        key = "step_us" if judge == "step" else "us"
+        if judge == "step" and any("us" in r and key not in r for r in recs):
+            say(f"{label}: not timed inside the step: skipped")
+            continue
+        ratios = [r[key]["new"] / r[key]["old"] if key in r else 1.0 for r in recs]
         timed_old = recs[0]["old"]  # the old launch as timed, later parameters filled in
         if any(r["old"] != timed_old for r in recs):
             raise SystemExit(f"{label}: the result files timed different old launches")
@@ -358,8 +380,8 @@ def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
             say(f"restore: {shown}: the old file's row is not the launch timed as old: kept")
             continue
         axes = [k for k in current if k not in ROW_FIELDS]
-        if any(before.get(a) != current[a] for a in axes):
-            say(f"restore: {shown}: the old row's bucket differs from the current one: kept")
+        if any(not _holds(before.get(a), current[a]) for a in axes):
+            say(f"restore: {shown}: the old row's bucket does not hold the current one: kept")
             continue
         label_of = {run: _adopt_run(data["provenance"]["runs"], run,
                                     old["provenance"]["runs"][run])
@@ -371,7 +393,8 @@ def restore(results: list, data: dict, old: dict, margin: float, say) -> list:
         else:
             launch = {"variant": timed_old["variant"],
                       "params": {k: v for k, v in timed_old.items() if k != "variant"}}
-        before = {**before, **launch, "measured": _relabelled(before["measured"], label_of)}
+        before = {**before, **{a: current[a] for a in axes}, **launch,
+                  "measured": _relabelled(before["measured"], label_of)}
         data[table][data[table].index(current)] = before
         restored.append((table, shown, sorted(set(label_of.values()))))
         say(f"restore: {shown}: {before[_choice(table)]} {before['params']}")
@@ -450,20 +473,22 @@ def main_restore(args) -> None:
     path = args.data or os.path.join(ROOT, "specs", "measured", f"{results[0]['target']}.json")
     data = measured.read(path)
     machines = [r["env"].get("machine", "?") for r in results]
-    restored = restore(results, data, old, args.margin, common.say)
+    restored = restore(results, data, old, args.margin, common.say, args.judge)
     common.say(f"{len(restored)} rows restored ({', '.join(machines)})")
     if not restored or not args.write:
         if restored:
             common.say("dry run: --write writes " + os.path.relpath(path, ROOT))
         return
     import datetime
-    margin = "" if args.margin == MARGIN else f" --margin {args.margin:g}"
+    margin = ("" if args.margin == MARGIN else f" --margin {args.margin:g}") + (
+        "" if args.judge == "alone" else f" --judge {args.judge}")
     data["provenance"]["tunes"].append({
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "command": "python3 tools/launch_compare.py --restore " + " ".join(
             os.path.relpath(p, ROOT) for p in args.restore) + margin + " --write",
         "rule": f"the previous row put back: its launch was faster than the chosen one on "
-                f"every machine and by more than {args.margin:g} at the median, timed "
+                f"every machine and by more than {args.margin:g} at the median"
+                + (" inside sparse_decode_step" if args.judge == "step" else "") + ", timed "
                 f"interleaved (tools/launch_compare.py)",
         "sections": sorted({SECTIONS[table] for table, _, _ in restored}),
         "runs": sorted({run for _, _, runs in restored for run in runs}),
