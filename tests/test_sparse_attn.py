@@ -531,6 +531,20 @@ def test_decode_step_equals_the_two_calls():
         idx_q, idx_cache, idx_table, q, kv, table, seq_lens, W * BLOCK, topk, 0, 1, Hkv, Q, Q,
         D ** -0.5, torch.zeros_like(out))
     assert torch.equal(fresh_ids, want_ids) and torch.equal(fresh, want)
+    # the tuner's entry: the step with the attention's launch given (here not the table's)
+    launch = {"splits": 1, "num_warps": 4, "num_stages": 2}
+    from generated import _runtime
+    chosen = sparse_attention.explain_sparse_attn(
+        "decode", _runtime.detect_hardware(q.device), q.dtype, kv.dtype, "none", G, D,
+        R * Q * Hkv)
+    assert chosen["splits"] != 1, chosen
+    want_one = torch.zeros_like(out)
+    sparse_attention.sparse_attn_with_launch(launch, "decode", q, kv, want_ids, table, seq_lens,
+                                             Hkv, D ** -0.5, want_one, Q)
+    got_one, one_ids = sparse_attention.sparse_decode_step_with_launch(
+        launch, idx_q, idx_cache, idx_table, q, kv, table, seq_lens, W * BLOCK, topk, 0, 1, Hkv,
+        Q, Q, D ** -0.5, torch.zeros_like(out), topk_out=ids_out, completion_counter=counter)
+    assert torch.equal(one_ids, want_ids) and torch.equal(got_one, want_one)
 
 
 def test_decode_step_rejections_name_the_argument():

@@ -110,6 +110,13 @@ def attn_us(variant, params, mode, programs):
     return 20 + abs(math.log2(params["splits"]) - 2) + 0.5 * (params["num_warps"] != 4) + stages
 
 
+def step_us(variant, params, mode, programs):
+    """What the indexer before it adds to a decode launch inside sparse_decode_step: 50 µs,
+    and 10 µs more for 4 splits above 256 programs (alone the fastest: the step penalises it
+    by more than the others lose alone)."""
+    return 50 + 10 * (programs > 256 and params.get("splits") == 4)
+
+
 class FakeDevice:
     """kernels.GpuDevice's interface on plain data. ``slow(kind, params) -> factor`` models a
     state or machine; scorers with 16 chunks and 2 stages compute a wrong result."""
@@ -173,9 +180,13 @@ class FakeDevice:
     def attn_case(self, mode, inputs, programs, kv_heads):
         return {"mode": mode, "programs": programs, "kv_heads": kv_heads}
 
+    def attn_step_case(self, case):
+        return {**case, "step": True}
+
     def attn_call(self, case, variant, params):
         def fn():
-            self.last = ("attention", variant, dict(params), case["mode"], case["programs"])
+            self.last = ("attention", variant, dict(params), case["mode"], case["programs"],
+                         "step" in case)
         return fn
 
     def attn_reference(self, case, fn):
@@ -189,7 +200,8 @@ class FakeDevice:
     def sampler(self, fn):
         fn()
         if self.last[0] == "attention":
-            t = attn_us(*self.last[1:])
+            *launch, step = self.last[1:]
+            t = attn_us(*launch) + (step_us(*launch) if step else 0.0)
             return lambda n: [t] * n
         if self.last[0] == "prefill":
             _, launch, rep = self.last
@@ -464,7 +476,9 @@ def test_attention_buckets_are_measured_at_each_served_head_count(reg):
     assert ("decode", 16, 8, 1) in cases and ("decode", 16, 8, 4) in cases
     reps = {p["rep"] for p in run.points if p["buckets"][0]["group"] == 16
             and p["table"] == "sparse_attn_decode"}
-    assert reps == {"decode G16 P8", "decode G16 P8 Hkv1"}
+    # decode also inside sparse_decode_step
+    assert reps == {"decode G16 P8", "decode G16 P8 Hkv1", "decode G16 P8 step",
+                    "decode G16 P8 Hkv1 step"}
 
 
 def test_long_buckets_are_measured_with_mixed_lengths_too(sm90):
@@ -621,6 +635,8 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
         if row.table == "sparse_attn_prefill" and lo > 512:
             assert (row.choice, row.params["lanes"], row.params["num_warps"]) == \
                 ("sparse_attn_tiled", 64, 8), row
+        elif row.table == "sparse_attn_decode" and lo > 256:  # lost inside the step
+            assert row.choice == "sparse_attn_split" and row.params["splits"] != 4, row
         else:  # the worst case over a bucket's representatives
             assert (row.choice, row.params["splits"], row.params["num_stages"]) == \
                 ("sparse_attn_split", 4, 2 if lo == 9 else 3), row

@@ -25,7 +25,9 @@ class GpuDevice:
         self._decode = importlib.import_module("generated.decode_indexer").index_decode_with_launch
         self._prefill = importlib.import_module(
             "generated.prefill_indexer").index_prefill_with_launch
-        self._attn = importlib.import_module("generated.sparse_attention").sparse_attn_with_launch
+        attention = importlib.import_module("generated.sparse_attention")
+        self._attn = attention.sparse_attn_with_launch
+        self._step = attention.sparse_decode_step_with_launch
 
     # -- router ----------------------------------------------------------------------------
     def router_weight(self, K, N):
@@ -221,8 +223,38 @@ class GpuDevice:
                         max_query_len=T)
         return case
 
+    def attn_step_case(self, case, seed=1):
+        """A decode ``case`` inside `sparse_decode_step`: an index cache of 128-token bf16 pages
+        for each request's context, index heads = KV heads (the attention then reads the
+        indexer's ids, not the case's)."""
+        torch = self.torch
+        T, _, D = case["q"].shape
+        Hkv, R = case["num_kv_heads"], case["seq_lens"].shape[0]
+        ctx = int(case["seq_lens"].max())
+        mb, topk = common.cdiv(ctx, self.space.block), case["topk_idx"].shape[2]
+        g = torch.Generator(self.device).manual_seed(seed)
+        pages = R * mb + 1
+        step = {"idx_q": torch.randn((T, Hkv, D), generator=g, device=self.device,
+                                     dtype=torch.bfloat16),
+                "index_kv_cache": torch.randn((pages, self.space.block, D), generator=g,
+                                              device=self.device, dtype=torch.bfloat16),
+                "index_block_table": torch.randperm(pages, generator=g, device=self.device)[
+                    :R * mb].view(R, mb).to(torch.int32),
+                "max_seq_len": ctx, "topk": topk,
+                "topk_out": torch.empty((Hkv, T, topk), dtype=torch.int32, device=self.device),
+                "completion_counter": torch.zeros((Hkv, T), dtype=torch.int32,
+                                                  device=self.device)}
+        return {**case, "step": step}
+
     def attn_call(self, case, variant, params):
         launch = {"variant": variant, **params}
+        if "step" in case:  # attn_step_case
+            s, Q = case["step"], case["decode_query_len"]
+            return lambda: self._step(
+                launch, s["idx_q"], s["index_kv_cache"], s["index_block_table"], case["q"],
+                case["kv"], case["block_table"], case["seq_lens"], s["max_seq_len"], s["topk"],
+                0, 1, case["num_kv_heads"], Q, Q, case["sm_scale"], case["output"],
+                topk_out=s["topk_out"], completion_counter=s["completion_counter"])
         args = {k: v for k, v in case.items() if k != "mode"}
         return lambda: self._attn(launch, case["mode"], **args)
 
