@@ -85,3 +85,51 @@ def test_remembered_numpy_dtypes_are_the_interpreters_own():
     for _ in range(2):  # the second round answers from memory
         for t in cases:
             assert fast(t) == original(t), t
+
+
+def test_overflow_checks_are_skipped_only_while_debug_is_off():
+    """Fix 8: the interpreter's builders compute no overflow check that device_assert would
+    drop (debug off); a builder with debug on keeps them; int32 arithmetic that wraps gives the
+    same bits either way."""
+    import dataclasses
+
+    import numpy as np
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter as itp
+
+    from generated import _interpreter
+
+    _interpreter._skip_discarded_overflow_checks(itp)
+    assert itp.interpreter_builder.options.sanitize_overflow is False
+    assert itp.InterpreterBuilder().options.sanitize_overflow is False
+    debug = dataclasses.replace(itp.InterpreterOptions(), debug=True)
+    assert _interpreter_unchecked(debug) is debug
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+
+    @triton.jit
+    def wrap(x_ptr, out_ptr):
+        x = tl.load(x_ptr + tl.arange(0, 4))
+        tl.store(out_ptr + tl.arange(0, 4), x * 65537 + 2147483000)
+
+    x = torch.tensor([0, 1, 40000, -70000], dtype=torch.int32)
+    out = torch.empty_like(x)
+    wrap[(1,)](x, out)
+    want = (x.numpy().astype(np.int64) * 65537 + 2147483000).astype(np.int32)
+    assert torch.equal(out, torch.from_numpy(want))
+
+
+def _interpreter_unchecked(options):
+    """The fix's own rule, reached through a fresh builder whose options are ``options``."""
+    from triton.runtime import interpreter as itp
+
+    builder = itp.InterpreterBuilder.__new__(itp.InterpreterBuilder)
+    original = itp.InterpreterOptions
+    try:
+        itp.InterpreterOptions = lambda: options
+        itp.InterpreterBuilder.__init__(builder)
+    finally:
+        itp.InterpreterOptions = original
+    return builder.options

@@ -804,6 +804,22 @@ def test_measure_command_records_a_run_choose_accepts(sm90, tmp_path):
     assert labels == ["box-b"] and len(rows) == 2 * 2  # two token buckets × two x dtypes
 
 
+def test_measure_refuses_a_filter_that_leaves_nothing_to_measure(sm90, tmp_path):
+    """`--programs 256 --quick` (the quick representatives are 16 and 2048) once recorded a run
+    of no points: it is refused before the warm-up, naming the filter."""
+    out = tmp_path / "run.json"
+    argv = ["measure", "--out", str(out), "--sections", "attention", "--programs", "256",
+            "--quick"]
+    quick = Space(sm90.reg, sm90.target, sms=132, quick=True)
+    steps = []
+    env = {"date": "now", "torch": "0", "triton": "0", "l2_flush": "read"}
+    with pytest.raises(SystemExit, match=r"--programs leaves no attention representative"):
+        cli.record_run(cli.parse_args(argv), argv, quick, FakeDevice(),
+                       facts("NVIDIA H200", (9, 0)), True, env,
+                       warm_up=lambda *a: steps.append("warm") or {"skipped": True})
+    assert steps == [] and not out.exists()
+
+
 def test_warm_up_groups_cover_each_compile_once(sm90):
     groups = warm.warm_groups(sm90, ["router", "decode"], shapes=[(6144, 128)],
                               contexts=[8192])

@@ -119,6 +119,17 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None) -> in
     from . import measure as measure_mod, target, warm
 
     warm_up = warm.warm if warm_up is None else warm_up
+    # a filter that leaves a section nothing to measure is a mistake, not an empty run
+    empty = [f"--{flag} leaves no {section} representative"
+             + (" (--quick measures fewer)" if args.quick else "")
+             for section, flag, points in (
+                 ("decode", "contexts / --requests",
+                  lambda: space.decode_points(args.contexts, args.requests)),
+                 ("attention", "programs", lambda: space.attn_points(args.programs)),
+                 ("router", "shapes", lambda: list(space.router_buckets(args.shapes))))
+             if section in args.sections and not points()]
+    if empty:
+        sys.exit("tune measure: " + "; ".join(empty))
     hw = space.target
     run = {"format": RUN_FORMAT,
            "target": {"name": hw.name, "declared": declared, "hardware": target.hardware_dict(hw)},
