@@ -57,6 +57,23 @@ VARIANTS = {
     # the block table is the identity (one dependent load less)
     "no_table": [("    pages = tl.load(table_row_ptr + ids, mask=usable, other=-1)",
                   "    pages = tl.where(usable, ids, -1)")],
+    # the first 256 entries of the row's block table loaded before the ids (before the step's
+    # wait for the indexer too: the indexer does not write the table), the pages
+    # gathered from them in registers: one dependent memory round trip less (the same bits
+    # while the table is at most 256 blocks wide, as at the 32k rows; a candidate)
+    "table_prefetch": [
+        ("    if PDL == \"ids\":\n",
+         "    t_i = tl.arange(0, 256)\n"
+         "    trow = tl.load(table_row_ptr + t_i, mask=t_i < table_width, other=-1)\n"
+         "    if PDL == \"ids\":\n", 1),
+        ("    pages = tl.load(table_row_ptr + ids, mask=usable, other=-1)\n",
+         "    pages = tl.where(usable & (ids < 256),\n"
+         "                     tl.gather(trow, tl.where(usable & (ids < 256), ids, 0), 0), -1)\n",
+         1)],
+    # the ids not read: every row lists blocks 0..topk-1 (no first dependent load; timing
+    # only: the output is wrong)
+    "no_ids": [("    ids = tl.load(ids_ptr + k_i * stride_ik, mask=k_i < topk, other=-1)\n",
+                "    ids = tl.where(k_i < topk, k_i, -1)\n", 1)],
     # the generated kernel with its merge_kernel launch option: a second kernel merges (a
     # correct kernel: compare times)
     "merge_kernel": [],
@@ -67,7 +84,7 @@ VARIANTS = {
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("splits_first", "merge_kernel")
+CORRECT = ("splits_first", "merge_kernel", "table_prefetch")
 
 
 def build(name, edits):
