@@ -117,6 +117,24 @@ def step_us(variant, params, mode, programs):
     return 50 + 10 * (programs > 256 and params.get("splits") == 4)
 
 
+def test_a_point_whose_step_fails_records_neither_representative(reg):
+    """The step representative failing (out of memory, say) leaves no alone point behind
+    either: the bucket then lacks a representative and keeps its row, instead of being chosen
+    from the launches' own times alone. Points above ATTN_STEP_MAX_PROGRAMS have none."""
+    space = Space(reg, reg.hardware["sm_90"], sms=132)
+    dev = FakeDevice()
+
+    def fail(case):
+        raise RuntimeError("CUDA out of memory")
+    dev.attn_step_case = fail
+    run = measure.Run(space, dev, rounds=1, per_round=1, budget_s=1e9, say=lambda *a: None)
+    run.attention([512, 2048])
+    reps = {p["rep"] for p in run.points}
+    assert not any(r.startswith("decode") and "P512" in r for r in reps), reps
+    assert "decode G16 P2048" in reps and "prefill G16 P512" in reps
+    assert any("decode G16 P512" in e and "out of memory" in e for e in run.errors)
+
+
 class FakeDevice:
     """kernels.GpuDevice's interface on plain data. ``slow(kind, params) -> factor`` models a
     state or machine; scorers with 16 chunks and 2 stages compute a wrong result."""
@@ -635,7 +653,7 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
         if row.table == "sparse_attn_prefill" and lo > 512:
             assert (row.choice, row.params["lanes"], row.params["num_warps"]) == \
                 ("sparse_attn_tiled", 64, 8), row
-        elif row.table == "sparse_attn_decode" and lo > 256:  # lost inside the step
+        elif row.table == "sparse_attn_decode" and lo == 257:  # lost inside the step
             assert row.choice == "sparse_attn_split" and row.params["splits"] != 4, row
         else:  # the worst case over a bucket's representatives
             assert (row.choice, row.params["splits"], row.params["num_stages"]) == \
@@ -900,3 +918,29 @@ def test_a_tune_keeps_the_runs_it_names_while_a_row_cites_one_of_them():
     data = write.update(data, [], [], [], "test", "now", 0.01)
     assert data["provenance"]["tunes"] == [{"runs": ["a", "b"], "sections": ["router"]}]
     assert set(data["provenance"]["runs"]) == {"a", "b"}
+
+
+def test_gpu_device_times_attention_inside_the_step(reg):
+    """kernels.GpuDevice's step representative on the CPU interpreter (tiny): the step case
+    runs sparse_decode_step with the launch given, over a cache whose every block has a page
+    of its own, and two launches agree within the tuner's check."""
+    import torch
+
+    from tools.tune.kernels import GpuDevice
+
+    space = Space(reg, reg.hardware["sm_90"], sms=132)
+    dev = GpuDevice(space, device="cpu")
+    inputs = {**next(i for i in space.attn_inputs if i["group"] == 16), "head_dim": 64}
+    case = dev.attn_case("decode", inputs, 2, 1, ctx=1024, topk=4)
+    step = dev.attn_step_case(case)
+    R, mb = 2, 1024 // 128
+    assert step["kv"].shape[0] == R * mb + 1
+    assert torch.unique(step["block_table"]).numel() == R * mb  # no two blocks share a page
+    launch = dict(kv_tile=128, head_split=1, merge_kernel=False, num_warps=4, num_stages=2)
+    ref = dev.attn_reference(step, dev.attn_call(step, "sparse_attn_split",
+                                                 dict(splits=2, **launch)))
+    assert bool(torch.isfinite(ref).all())
+    assert dev.attn_problem(step, ref, dev.attn_call(step, "sparse_attn_split",
+                                                     dict(splits=1, **launch))) is None
+    # the ids are the indexer's, written into the step's own output
+    assert int(step["step"]["topk_out"].max()) < mb

@@ -225,26 +225,30 @@ class GpuDevice:
 
     def attn_step_case(self, case, seed=1):
         """A decode ``case`` inside `sparse_decode_step`: an index cache of 128-token bf16 pages
-        for each request's context, index heads = KV heads (the attention then reads the
-        indexer's ids, not the case's)."""
-        torch = self.torch
+        for each request's context, index heads = KV heads. The attention reads the indexer's
+        ids, any of a request's blocks, so the KV cache holds every block on a page of its own
+        (the case's holds only its listed blocks: other table entries alias)."""
+        torch, dev, block = self.torch, self.device, self.space.block
         T, _, D = case["q"].shape
         Hkv, R = case["num_kv_heads"], case["seq_lens"].shape[0]
         ctx = int(case["seq_lens"].max())
-        mb, topk = common.cdiv(ctx, self.space.block), case["topk_idx"].shape[2]
-        g = torch.Generator(self.device).manual_seed(seed)
+        mb, topk = common.cdiv(ctx, block), case["topk_idx"].shape[2]
+        g = torch.Generator(dev).manual_seed(seed)
         pages = R * mb + 1
-        step = {"idx_q": torch.randn((T, Hkv, D), generator=g, device=self.device,
-                                     dtype=torch.bfloat16),
-                "index_kv_cache": torch.randn((pages, self.space.block, D), generator=g,
-                                              device=self.device, dtype=torch.bfloat16),
-                "index_block_table": torch.randperm(pages, generator=g, device=self.device)[
-                    :R * mb].view(R, mb).to(torch.int32),
-                "max_seq_len": ctx, "topk": topk,
-                "topk_out": torch.empty((Hkv, T, topk), dtype=torch.int32, device=self.device),
-                "completion_counter": torch.zeros((Hkv, T), dtype=torch.int32,
-                                                  device=self.device)}
-        return {**case, "step": step}
+
+        def table():
+            return torch.randperm(pages, generator=g, device=dev)[:R * mb].view(R, mb).to(
+                torch.int32)
+
+        step = {"idx_q": torch.randn((T, Hkv, D), generator=g, device=dev, dtype=torch.bfloat16),
+                "index_kv_cache": torch.randn((pages, block, D), generator=g, device=dev,
+                                              dtype=torch.bfloat16),
+                "index_block_table": table(), "max_seq_len": ctx, "topk": topk,
+                "topk_out": torch.empty((Hkv, T, topk), dtype=torch.int32, device=dev),
+                "completion_counter": torch.zeros((Hkv, T), dtype=torch.int32, device=dev)}
+        kv = torch.randn((pages, *case["kv"].shape[1:]), generator=g, device=dev).to(
+            case["kv"].dtype)
+        return {**case, "kv": kv, "block_table": table(), "step": step}
 
     def attn_call(self, case, variant, params):
         launch = {"variant": variant, **params}

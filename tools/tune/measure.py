@@ -19,7 +19,7 @@ import time
 
 import common  # tools/common.py
 
-from .space import as_json
+from .space import ATTN_STEP_MAX_PROGRAMS, as_json
 
 
 def interleave(samplers: dict, rounds: int, per_round: int) -> dict:
@@ -253,38 +253,36 @@ class Run:
             try:
                 t = time.time()
                 self.dev.release()
-                case = self.dev.attn_case(mode, inputs, programs, kv_heads)
-                default = sp.default(table, bucket)
-                ref = self.dev.attn_reference(case, self.dev.attn_call(case, *default))
-                cands = sp.attn_candidates_at(mode, inputs, programs)
-                got = _time_bucket(self.dev, {i: self.dev.attn_call(case, *c)
-                                              for i, c in enumerate(cands)},
-                                   lambda k, fn: self.dev.attn_problem(case, ref, fn),
-                                   self.rounds, self.per_round)
-                self.points.append({"table": table, "buckets": [as_json(bucket)], "rep": label,
-                                    "candidates": [{**_record("variant", *c), **got[i]}
-                                                   for i, c in enumerate(cands)]})
-                points = 1
-                if mode == "decode":
-                    # The same candidates inside sparse_decode_step, a programmatic dependent
-                    # of the indexer (its programs start while the indexer's last ones run):
-                    # a second representative of the bucket. A launch that wins alone lost
-                    # up to 8 % there (2026-12-02).
-                    case = self.dev.attn_step_case(case)
-                    ref = self.dev.attn_reference(case, self.dev.attn_call(case, *default))
-                    got = _time_bucket(self.dev, {i: self.dev.attn_call(case, *c)
-                                                  for i, c in enumerate(cands)},
-                                       lambda k, fn: self.dev.attn_problem(case, ref, fn),
-                                       self.rounds, self.per_round)
-                    self.points.append({
-                        "table": table, "buckets": [as_json(bucket)], "rep": label + " step",
-                        "candidates": [{**_record("variant", *c), **got[i]}
-                                       for i, c in enumerate(cands)]})
-                    points = 2
-                self._said("attention", label, len(cands), points, t)
+                # all or none of a point's representatives: a bucket missing one keeps its row
+                points = self._attn_point(mode, inputs, programs, kv_heads, table, bucket,
+                                          label)
+                self.points.extend(points)
+                self._said("attention", label, len(points[0]["candidates"]), len(points), t)
             except Exception as e:  # noqa: BLE001 - the other points still count
                 self.errors.append(f"attention {label}: {type(e).__name__}: {e}"[:400])
             self.progress()
+
+    def _attn_point(self, mode, inputs, programs, kv_heads, table, bucket, label) -> list:
+        """The point's candidates timed alone and, for decode grids of up to
+        ATTN_STEP_MAX_PROGRAMS programs, inside sparse_decode_step (its programs start while
+        the indexer's last ones run: a second representative of the bucket, "<label> step").
+        Its inputs are freed on return."""
+        sp, dev = self.space, self.dev
+        cands = sp.attn_candidates_at(mode, inputs, programs)
+        default = sp.default(table, bucket)
+        cases = [(label, dev.attn_case(mode, inputs, programs, kv_heads))]
+        if mode == "decode" and programs <= ATTN_STEP_MAX_PROGRAMS:
+            cases.append((label + " step", dev.attn_step_case(cases[0][1])))
+        points = []
+        for rep, case in cases:
+            ref = dev.attn_reference(case, dev.attn_call(case, *default))
+            got = _time_bucket(dev, {i: dev.attn_call(case, *c) for i, c in enumerate(cands)},
+                               lambda k, fn, case=case, ref=ref: dev.attn_problem(case, ref, fn),
+                               self.rounds, self.per_round)
+            points.append({"table": table, "buckets": [as_json(bucket)], "rep": rep,
+                           "candidates": [{**_record("variant", *c), **got[i]}
+                                          for i, c in enumerate(cands)]})
+        return points
 
     def _plan(self, table, bucket):
         entry = {"table": table, "bucket": as_json(bucket)}

@@ -35,6 +35,10 @@ P_SCORE, P_TOPK, P_ONE, P_STREAM = ("index_prefill_score", "index_prefill_topk",
 PREFILL_TABLES = (P_SCORE, P_TOPK, P_ONE)
 A_SPLIT, A_TILED = "sparse_attn_split", "sparse_attn_tiled"
 ATTN_TABLES = {"decode": "sparse_attn_decode", "prefill": "sparse_attn_prefill"}
+# Decode attention points of at most this many programs are also timed inside
+# sparse_decode_step (as the indexer's programmatic dependent a launch lost up to 8 % that it
+# won alone, at 129–512 programs); above it the indexer's cache read dominates the step.
+ATTN_STEP_MAX_PROGRAMS = 512
 
 
 def pow2_values(param, lo=None, hi=None) -> list:

@@ -5,9 +5,10 @@ decode, 100 per attention point); compiled serially in the timing process that w
 most of a device call. The workers launch one representative of every distinct compile key
 once (constexprs, launch options, and the integer specialisations Triton makes: 1 and
 multiples of 16 are their own compiles), grouped so no two workers compile the same kernel
-(attention: one group per point, whose inputs a worker builds once; decode points also run
-inside sparse_decode_step, as the timing loop does). The timing process then
-only loads them. If the pool fails, the timing loop compiles on demand.
+(attention: one group per point, whose inputs a worker builds once; decode points of up to
+ATTN_STEP_MAX_PROGRAMS programs also run inside sparse_decode_step, as the timing loop does).
+The timing process then only loads them. If the pool fails, the timing loop compiles on
+demand.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import time
 from types import SimpleNamespace
 
 import common  # tools/common.py
+
+from .space import ATTN_STEP_MAX_PROGRAMS
 
 
 def _int_class(n: int) -> int:
@@ -102,11 +105,12 @@ def _worker(args):
                 if key not in cache:
                     cache.clear()
                     cache[key] = dev.attn_case(mode, inputs, P, H)
-                    if mode == "decode":  # also timed inside sparse_decode_step
-                        cache[key + ("step",)] = dev.attn_step_case(cache[key])
                 dev.attn_call(cache[key], variant, params)()
-                if mode == "decode":
-                    dev.attn_call(cache[key + ("step",)], variant, params)()
+                if mode == "decode" and P <= ATTN_STEP_MAX_PROGRAMS:  # also inside the step
+                    step = key + ("step",)
+                    if step not in cache:
+                        cache[step] = dev.attn_step_case(cache[key])
+                    dev.attn_call(cache[step], variant, params)()
             else:
                 _, R, Q, variant, params, sel = task
                 if ("d", R, Q) not in cache:
