@@ -281,7 +281,7 @@ def compare_attention(old: dict, hw: str, smoke: bool, say) -> list:
 
 def step_pair(sa, case, row, launches: dict, dev) -> dict:
     """name -> a zero-argument `sparse_decode_step` call (bench_attn's index inputs) whose
-    attention runs ``launches[name]`` (the step's own plan with its attention plan replaced)."""
+    attention runs ``launches[name]``."""
     import torch
 
     import bench_attn
@@ -301,19 +301,10 @@ def step_pair(sa, case, row, launches: dict, dev) -> dict:
     output = torch.empty_like(case["q"])
     calls = {}
     for name, launch in launches.items():
-        plan = sa._StepPlan(idx_q, idx_cache, idx_table, case["q"], case["kv"],
-                            case["block_table"], case["seq_lens"], ctx, topk, 0, 1, Hkv, Q, Q,
-                            case["sm_scale"], output, None, None, ids, counter, None)
-        plan.attend = sa._AttnPlan("decode", case["q"], case["kv"], ids, case["block_table"],
-                                   case["seq_lens"], Hkv, case["sm_scale"], output, None, None,
-                                   None, decode_query_len=Q, pdl="ids", launch=launch)
-
-        def step(plan=plan):
-            got = plan.index(idx_q, idx_cache, idx_table, case["seq_lens"], ids, counter, None,
-                             None, None)
-            plan.attend(case["q"], case["kv"], got, case["block_table"], case["seq_lens"], None,
-                        None, None, None, output)
-        calls[name] = step
+        calls[name] = lambda launch=launch: sa.sparse_decode_step_with_launch(
+            launch, idx_q, idx_cache, idx_table, case["q"], case["kv"], case["block_table"],
+            case["seq_lens"], ctx, topk, 0, 1, Hkv, Q, Q, case["sm_scale"], output,
+            topk_out=ids, completion_counter=counter)
     return calls
 
 
