@@ -237,13 +237,13 @@ class FakeDevice:
         self.released += 1
 
 
-def fake_run(space, dev, sections, machine="GPU-a", shapes=None, contexts=None):
+def fake_run(space, dev, sections, machine="GPU-a", shapes=None, contexts=None, tokens=None):
     """A run file as `measure` writes it, measured on the fake device."""
     r = measure.Run(space, dev, rounds=2, per_round=1, budget_s=1e9, say=lambda *a: None)
     if "decode" in sections:
         r.decode(contexts)
     if "router" in sections:
-        r.router(shapes)
+        r.router(shapes, tokens)
     if "prefill" in sections:
         r.prefill()
     if "attention" in sections:
@@ -738,6 +738,38 @@ def test_retuning_one_half_keeps_the_other(sm90, spec_copy, capsys):
     write.write(data, rows, str(spec_copy))
     assert _rows_text(path, "router_gemm") == router_before
     assert _rows_text(path, "index_score") != before["index_score"]
+
+
+def test_a_router_tune_of_some_token_counts_splits_the_rows_around_them(sm90, spec_copy,
+                                                                        capsys):
+    """`measure --tokens 4,32` measures the buckets ending at 4 and 32 only; written, their rows
+    cut the earlier wider rows, whose other token counts keep the launch they had."""
+    shape = (3072, 256)
+    full = Space(sm90.reg, sm90.target, sms=132)
+    assert [b[1] for b in full.router_buckets([shape], [4, 32])] == [(3, 4), (25, 32)]
+    assert not full.router_buckets([shape], [3])  # not a representative
+    path = spec_copy / "measured" / "sm_90.json"
+    runs = []
+    for machine in ("GPU-a", "GPU-b"):
+        run = fake_run(full, FakeDevice(), {"router"}, machine=machine, shapes=[shape],
+                       tokens=[4, 32])
+        assert {p["rep"].split()[0] for p in run["points"]} == {"M4", "M32"}
+        runs.append(tmp := spec_copy.parent / f"router_{machine}.json")
+        tmp.write_text(json.dumps(run))
+    assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
+    capsys.readouterr()
+    reg = registry.load(str(spec_copy))  # loads: the table stays gap-free
+    space = Space(reg, sm90.target, sms=132)
+    for x_dtype in ("bf16", "fp32"):
+        for m in range(1, 33):
+            point = {"shape": shape, "x_dtype": x_dtype, "num_tokens": (m, m)}
+            if not (m in (3, 4) or m >= 25):  # outside the new rows: as before
+                assert space.row("router_gemm", point, "sm_90") == \
+                    full.row("router_gemm", point, "sm_90"), (m, x_dtype)
+    rows = [r for r in measured.load_file(str(path)).rows("router_gemm")
+            if r.when["shape"] == shape and r.when["x_dtype"] == "bf16"]
+    assert sorted(tuple(r.when["num_tokens"]) for r in rows) == \
+        [(1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 24), (25, 32)]
 
 
 FP16 = {"q_dtype": "fp16", "cache_dtype": "fp16"}  # inputs sm_90 has no rows for

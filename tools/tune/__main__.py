@@ -64,6 +64,9 @@ def parse_args(argv=None):
     m.add_argument("--jobs", type=int, default=None, help="compile workers (0: none)")
     m.add_argument("--shapes", type=_shapes, default=None,
                    help="router weight shapes only, e.g. 6144x128,3072x256")
+    m.add_argument("--tokens", type=common.int_list, default=None,
+                   help="router token counts only (among the representatives: each bucket's "
+                        "end), e.g. 4,16,32")
     m.add_argument("--inputs", type=_inputs, default=None,
                    help="decode inputs other than the default (specs: MEASURED_SCORE), e.g. "
                         "q_dtype=fp32,cache_dtype=fp32 (scorer rows only: the selector's rows "
@@ -126,7 +129,8 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None) -> in
                  ("decode", "contexts / --requests",
                   lambda: space.decode_points(args.contexts, args.requests)),
                  ("attention", "programs", lambda: space.attn_points(args.programs)),
-                 ("router", "shapes", lambda: list(space.router_buckets(args.shapes))))
+                 ("router", "shapes / --tokens",
+                  lambda: list(space.router_buckets(args.shapes, args.tokens))))
              if section in args.sections and not points()]
     if empty:
         sys.exit("tune measure: " + "; ".join(empty))
@@ -151,7 +155,7 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None) -> in
     # leaves the rest to the timing loop, which compiles one kernel at a time (the router's
     # 2200 compiles took 60+ s on 14 workers, far longer serially).
     run["warm"] = warm_up(space, args.sections, args.jobs, WARM_TIMEOUT_S,
-                          args.shapes, args.contexts, args.requests, args.programs)
+                          args.shapes, args.contexts, args.requests, args.programs, args.tokens)
     r = measure_mod.Run(space, dev, rounds=args.rounds, per_round=args.per_round,
                         budget_s=args.budget_s)
     saved = [0.0]
@@ -167,7 +171,7 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None) -> in
     for section, go in (("decode", lambda: r.decode(args.contexts, args.requests)),
                         ("prefill", r.prefill),
                         ("attention", lambda: r.attention(args.programs)),
-                        ("router", lambda: r.router(args.shapes))):
+                        ("router", lambda: r.router(args.shapes, args.tokens))):
         if section in args.sections:
             try:
                 go()

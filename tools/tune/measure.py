@@ -75,9 +75,9 @@ class Run:
         return time.time() - self.t0 > self.budget_s
 
     # -- router --------------------------------------------------------------------------
-    def router(self, shapes=None):
+    def router(self, shapes=None, tokens=None):
         weights = {}  # one router weight alive at a time
-        for shape, (lo, hi), reps in self.space.router_buckets(shapes):
+        for shape, (lo, hi), reps in self.space.router_buckets(shapes, tokens):
             for dt in sorted({rep[1] for rep in reps}):
                 self._plan("router_gemm", self.space.router_bucket(shape, lo, hi, dt))
             if self.over_budget():

@@ -135,12 +135,15 @@ class Space:
         self.order["splitk"] = tuple(p.name for p in rg.SPLITK_PARAMS)
 
         # Router token buckets: finer than upstream's 1–4, 5–16, 17–32 because the best kernel
-        # changes inside them (per-expert at M = 8, split-K at M = 16 in session 3). The top
-        # bucket is measured at its end and at 3/4 of it (an M Triton does not specialise).
+        # changes inside them (per-expert at M = 8, split-K at M = 16 in session 3; at M = 4 the
+        # fastest launch differs from the M = 2 one by 0.2–0.4 µs, and at M = 32 split-K wins
+        # by 0.4 µs where it loses by 1.6 at M = 24). Each bucket is measured at its end: the most
+        # rows its tiles hold.
         top = self.max_tokens
-        self.token_buckets = [(1, 1), (2, 4), (5, 8), (9, 16), (17, top)]
-        self.token_reps = {(1, 1): (1,), (2, 4): (2, 4), (5, 8): (8,), (9, 16): (16,),
-                           (17, top): (top * 3 // 4, top)}
+        ends = [1, 2, 4, 8, 12, 16, 24, top]
+        ends = sorted({e for e in ends if e <= top})
+        self.token_buckets = [(lo, hi) for lo, hi in zip([1] + [e + 1 for e in ends[:-1]], ends)]
+        self.token_reps = {(lo, hi): (hi,) for lo, hi in self.token_buckets}
         # Scorer: request buckets (R = 11 is an issue target of its own; ≥ 257 requests is never
         # measured and keeps its default rows), by max_block bucket (8k / 32k / 128k contexts
         # represent them) and Qmax (1; 2..max measured at Q = 4).
@@ -204,10 +207,11 @@ class Space:
         self.attn_kv_heads = {16: (4, 1), 8: (1,)}  # the first: the layout labelled plainly
 
     # -- router --------------------------------------------------------------------------------
-    def router_buckets(self, shapes=None):
+    def router_buckets(self, shapes=None, tokens=None):
         """((K, N), (lo, hi), representatives [(M, x dtype)]) for every measured bucket, clipped
         to the shape's token cap (a bucket starting above it is left out; one ending above it
-        ends at the cap, which is then its representative)."""
+        ends at the cap, which is then its representative); ``tokens``: the buckets with one of
+        these token counts among their representatives only (the others keep their rows)."""
         out = []
         for shape in shapes or self.shapes:
             cap = self.token_cap(shape)
@@ -215,6 +219,8 @@ class Space:
                 if lo > cap:
                     continue
                 reps = [m for m in self.token_reps[(lo, hi)] if m <= cap] or [cap]
+                if tokens and not set(reps) & set(tokens):
+                    continue
                 out.append((tuple(shape), (lo, min(hi, cap)),
                             [(m, dt) for m in reps for dt in self.router_x_dtypes]))
         return out

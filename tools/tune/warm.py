@@ -28,7 +28,7 @@ def _int_class(n: int) -> int:
 
 
 def warm_groups(space, sections, shapes=None, contexts=None, requests=None,
-                programs=None) -> list:
+                programs=None, tokens=None) -> list:
     """Disjoint groups of launch tasks covering every compile the timing loop will need,
     longest first (a decode compile costs several router compiles)."""
     groups: dict = {}
@@ -40,7 +40,7 @@ def warm_groups(space, sections, shapes=None, contexts=None, requests=None,
             groups.setdefault(group, {}).setdefault(dedup, task)
 
     if "router" in sections:
-        for shape, (lo, hi), reps in space.router_buckets(shapes):
+        for shape, (lo, hi), reps in space.router_buckets(shapes, tokens):
             for kernel, params in space.router_candidates(*shape, lo, hi):
                 for m, dt in reps:
                     if kernel == "splitk":  # does not specialise M: one compile per config
@@ -131,10 +131,10 @@ def _worker(args):
 
 
 def warm(space, sections, jobs=None, timeout_s=240.0, shapes=None, contexts=None, requests=None,
-         programs=None, say=common.say) -> dict:
+         programs=None, tokens=None, say=common.say) -> dict:
     """Run the warm-up pool; returns what it did (for the run file)."""
     jobs = min(14, max(1, (os.cpu_count() or 2) - 2)) if jobs is None else jobs
-    work = warm_groups(space, sections, shapes, contexts, requests, programs)
+    work = warm_groups(space, sections, shapes, contexts, requests, programs, tokens)
     if jobs <= 0 or not work:
         return {"skipped": True}
     consts = {"block": space.block, "head_dim": space.head_dim, "topk": space.topk,
