@@ -952,12 +952,13 @@ def test_a_tune_keeps_the_runs_it_names_while_a_row_cites_one_of_them():
     assert set(data["provenance"]["runs"]) == {"a", "b"}
 
 
-def test_gpu_device_times_attention_inside_the_step(reg):
+def test_gpu_device_times_attention_inside_the_step(reg, monkeypatch):
     """kernels.GpuDevice's step representative on the CPU interpreter (tiny): the step case
     runs sparse_decode_step with the launch given, over a cache whose every block has a page
     of its own, and two launches agree within the tuner's check."""
     import torch
 
+    from tools.tune import kernels
     from tools.tune.kernels import GpuDevice
 
     space = Space(reg, reg.hardware["sm_90"], sms=132)
@@ -976,3 +977,8 @@ def test_gpu_device_times_attention_inside_the_step(reg):
                                                      dict(splits=1, **launch))) is None
     # the ids are the indexer's, written into the step's own output
     assert int(step["step"]["topk_out"].max()) < mb
+    # contexts longer than the step's are cut to it (the attention reads topk blocks anyway)
+    monkeypatch.setattr(kernels, "ATTN_STEP_CONTEXT", 512)
+    short = dev.attn_step_case(case)
+    assert short["step"]["max_seq_len"] == 512 and short["block_table"].shape == (R, 4)
+    assert short["seq_lens"].tolist() == [512, 512] and case["seq_lens"].tolist() == [1024] * 2

@@ -10,6 +10,8 @@ import importlib
 
 import common  # tools/common.py
 
+from .space import ATTN_STEP_CONTEXT
+
 
 class GpuDevice:
     """One CUDA/ROCm device. ``space`` gives the decode shape (inputs: dtypes and head_dim;
@@ -224,14 +226,15 @@ class GpuDevice:
         return case
 
     def attn_step_case(self, case, seed=1):
-        """A decode ``case`` inside `sparse_decode_step`: an index cache of 128-token bf16 pages
-        for each request's context, index heads = KV heads. The attention reads the indexer's
+        """A decode ``case`` inside `sparse_decode_step`, its contexts cut to ATTN_STEP_CONTEXT
+        (the attention reads topk blocks whatever the context): an index cache of 128-token
+        bf16 pages for each request's context, index heads = KV heads. The attention reads the indexer's
         ids, any of a request's blocks, so the KV cache holds every block on a page of its own
         (the case's holds only its listed blocks: other table entries alias)."""
         torch, dev, block = self.torch, self.device, self.space.block
         T, _, D = case["q"].shape
         Hkv, R = case["num_kv_heads"], case["seq_lens"].shape[0]
-        ctx = int(case["seq_lens"].max())
+        ctx = min(int(case["seq_lens"].max()), ATTN_STEP_CONTEXT)
         mb, topk = common.cdiv(ctx, block), case["topk_idx"].shape[2]
         g = torch.Generator(dev).manual_seed(seed)
         pages = R * mb + 1
@@ -248,7 +251,8 @@ class GpuDevice:
                 "completion_counter": torch.zeros((Hkv, T), dtype=torch.int32, device=dev)}
         kv = torch.randn((pages, *case["kv"].shape[1:]), generator=g, device=dev).to(
             case["kv"].dtype)
-        return {**case, "kv": kv, "block_table": table(), "step": step}
+        return {**case, "kv": kv, "block_table": table(), "step": step,
+                "seq_lens": torch.full((R,), ctx, dtype=torch.int32, device=dev)}
 
     def attn_call(self, case, variant, params):
         launch = {"variant": variant, **params}

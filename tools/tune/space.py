@@ -39,6 +39,10 @@ ATTN_TABLES = {"decode": "sparse_attn_decode", "prefill": "sparse_attn_prefill"}
 # sparse_decode_step (as the indexer's programmatic dependent a launch lost up to 8 % that it
 # won alone, at 129–512 programs); above it the indexer's cache read dominates the step.
 ATTN_STEP_MAX_PROGRAMS = 512
+# The step representative's context: 8k, where the attention takes the largest share of the
+# step (at 32k the indexer's cache read is two thirds of it: a launch 5 % slower inside the
+# step moved the bucket's worst case by 1 % only, within the noise rule).
+ATTN_STEP_CONTEXT = 8192
 
 
 def pow2_values(param, lo=None, hi=None) -> list:
