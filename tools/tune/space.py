@@ -574,7 +574,7 @@ class Space:
         """Split counts 1..16 × (warps, stages) with whole-block steps; up to 512 programs
         also 64-key steps at 2, 3 and 4 stages (more of a row's bytes in flight for small
         grids) and a merge kernel at 4, 8 and 16 splits (G heads in one or two programs); up
-        to 64 programs also the G heads shared by 2 or 4 programs at 8 and 16
+        to 64 programs also the G heads shared by 2 or 4 programs at 1, 2, 8 and 16
         splits (the last split's merge reads a share of the partials), and shared by 2 with
         64-key steps; prefill also the query-tiled kernel at 32, 64 and 128 lanes (at least 16
         and G)."""
@@ -600,6 +600,13 @@ class Space:
             cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block // 2, head_split=2, **last,
                                      num_warps=4, num_stages=2))
                       for k in (4, 8, 16) if inputs["group"] >= 2]
+            # heads shared instead of keys: 2 or 4 programs per (row, KV head) each stream the
+            # whole list (siblings start together, so L2 serves the second read) and one or two
+            # splits leave little or nothing to merge (a one-KV-head row of 32 requests spends
+            # 1.3–1.8 µs merging 8 splits)
+            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block, head_split=h, **last,
+                                     num_warps=w, num_stages=2))
+                      for h in (2, 4) if h <= inputs["group"] for k in (1, 2) for w in (4, 8)]
         if mode == "prefill":
             cands += [(A_TILED, dict(lanes=n, num_warps=w, num_stages=2))
                       for n in (32, 64, 128) for w in (4, 8)
