@@ -936,6 +936,23 @@ def test_a_candidate_slower_in_every_cell_is_not_as_fast(sm90):
         assert m["rule"] == ("simpler within noise" if kept else "fastest")
 
 
+def test_with_fewer_cells_a_loss_beyond_the_floor_in_each_is_not_as_fast(sm90):
+    """One representative on two machines (a router bucket's two cells): the simpler candidate
+    slower in both by more than the noise floor is not "as fast"; slower by less, it is kept."""
+    bucket = {**MEASURED_SCORE, "max_q": [2, 8], "max_block": [0, 64], "num_reqs": [9, 11]}
+    default = ("index_score_split", json.dumps(dict(kv_chunks=32, high_batch=False,
+                                                    static_chunks=False, num_warps=None,
+                                                    num_stages=None)))
+    fancy = ("index_score_split", _split(16, True))
+    for simple_us, kept in ((103.0, False), (100.5, True)):
+        runs = [_synthetic(machine, "index_score", bucket, {
+            default: {"R11 Q4 mb64": simple_us}, fancy: {"R11 Q4 mb64": 100.0}}, 0.03)
+            for machine in ("GPU-a", "GPU-b")]
+        (row,), _, _ = choose.choose(runs, sm90)
+        assert row["measured"]["noise"] == 0.06  # both within the noise
+        assert (row["params"]["kv_chunks"] == 32) == kept, (simple_us, row)
+
+
 def test_a_tune_keeps_the_runs_it_names_while_a_row_cites_one_of_them():
     """A later choose overwrote every row of run b; the tune that chose from a and b stays
     (a row still cites a) and so does b's description (the data file must describe every run a

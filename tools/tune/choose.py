@@ -11,8 +11,10 @@ Then the noise rule: every candidate whose worst case is within the bucket's noi
 fastest's is "as fast", and the simplest of them is kept (:func:`simplicity`). The noise is
 twice the fastest candidate's relative median absolute deviation over its rounds (the largest
 over representatives × runs), and at least ``noise_floor``. A candidate slower than the
-fastest in every one of at least CONSISTENT_CELLS cells (representative × run) is not "as
-fast": a loss on every representative on every machine is most likely real. The rule errs on
+fastest in every one of at least CONSISTENT_CELLS cells (representative × run), or in every
+cell of fewer by more than the noise floor each (a bucket of one representative on two
+machines: the router's), is not "as fast": a loss on every representative on every machine
+is most likely real. The rule errs on
 one side on purpose: the fastest is the minimum of many candidates, so a truly equal simpler
 one also loses every cell now and then (in simulations with 4 cells, 10–40 % of the time) and
 then the fastest is kept, which costs simplicity only; keeping a truly slower one costs speed
@@ -35,7 +37,8 @@ NOISE_FLOOR = 0.01
 # cells (representatives × runs) from which a loss in every cell counts as real (module doc)
 CONSISTENT_CELLS = 4
 RULE = ("smallest worst-case slowdown over representatives × runs (machines); within "
-        "noise of it, the simplest candidate (unless slower in every one of 4 or more cells)")
+        "noise of it, the simplest candidate (unless slower in every one of 4 or more cells, "
+        "or by more than the noise floor in every one of fewer)")
 SECTION = {"router_gemm": "router", "index_score": "decode", "index_topk": "decode",
            "index_prefill_score": "prefill", "index_prefill_topk": "prefill",
            "index_prefill": "prefill", "sparse_attn_decode": "attention",
@@ -145,8 +148,9 @@ def choose_bucket(entry, expected, space, noise_floor=NOISE_FLOOR):
     fastest = ranked[0]
     noise = max([noise_floor] + [_spread(rounds[fastest][c]) for c in cells])
     def always_slower(k):
-        return len(cells) >= CONSISTENT_CELLS and all(times[k][c] > times[fastest][c]
-                                                      for c in cells)
+        # by any margin in enough cells; by more than the floor in each of fewer
+        margin = 1.0 if len(cells) >= CONSISTENT_CELLS else 1.0 + noise_floor
+        return all(times[k][c] > times[fastest][c] * margin for c in cells)
 
     as_fast = [k for k in eligible if worst[k] <= worst[fastest] * (1 + noise)
                and not always_slower(k)]
