@@ -43,7 +43,8 @@ measured says so (``"source": "default"``, no ``measured``). ``measured.*.us`` m
 representative (``"M8 fp32"``, ``"R64 Q1 mb1024"``) to its µs per run label; every label is
 described in ``provenance.runs`` (one process on one machine in one state), and every tune
 (one choice over several runs, for the router, decode, prefill and/or attention section) in
-``provenance.tunes``.
+``provenance.tunes``. A row a later tune cut (a narrower bucket measured inside it) keeps the
+bucket it was measured for in ``measured.bucket``.
 
 Loading checks the structure and the rows' tiling and turns every row into a :class:`Row`
 whose ``loc`` is ``file:line (table row target: bucket)``; specs build dispatch rules from the

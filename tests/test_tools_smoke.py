@@ -299,6 +299,7 @@ def test_launch_compare_restore_by_the_step_into_a_split_bucket():
     assert [shown.split(" new/old")[0] for _, shown, _ in restored] == [label], said
     back = lc.row_for(data[table], point)
     assert back["programs"] == [129, 256] and back["params"] == merged["params"]
+    assert back["measured"]["bucket"] == [129, 512]  # what it was measured for
     assert lc.row_for(data[table], {**point, "programs": 512}) == \
         lc.row_for(fresh[table], {**point, "programs": 512})
     # a result without the step's times is not judged by them

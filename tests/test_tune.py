@@ -495,8 +495,8 @@ def test_attention_buckets_are_measured_at_each_served_head_count(reg):
     reps = {p["rep"] for p in run.points if p["buckets"][0]["group"] == 16
             and p["table"] == "sparse_attn_decode"}
     # decode also inside sparse_decode_step
-    assert reps == {"decode G16 P8", "decode G16 P8 Hkv1", "decode G16 P8 step",
-                    "decode G16 P8 Hkv1 step"}
+    assert reps == {"decode G16 P8", "decode G16 P8 Hkv1", "decode G16 P8 step 8k",
+                    "decode G16 P8 Hkv1 step 8k"}
 
 
 def test_long_buckets_are_measured_with_mixed_lengths_too(sm90):
@@ -742,13 +742,23 @@ def test_retuning_one_half_keeps_the_other(sm90, spec_copy, capsys):
 
 def test_a_router_tune_of_some_token_counts_splits_the_rows_around_them(sm90, spec_copy,
                                                                         capsys):
-    """`measure --tokens 4,32` measures the buckets ending at 4 and 32 only; written, their rows
-    cut the earlier wider rows, whose other token counts keep the launch they had."""
+    """`measure --tokens 4,32` measures the buckets serving 4 and 32 tokens only; written, their
+    rows cut wider rows (here the generic layout 1–4, 5–16, 17–32), whose other token counts
+    keep the launch they had."""
     shape = (3072, 256)
     full = Space(sm90.reg, sm90.target, sms=132)
     assert [b[1] for b in full.router_buckets([shape], [4, 32])] == [(3, 4), (25, 32)]
-    assert not full.router_buckets([shape], [3])  # not a representative
+    assert [b[1] for b in full.router_buckets([shape], [3, 10])] == [(3, 4), (9, 12)]
+    assert [b[1] for b in full.router_buckets([(7168, 896)], [12, 32])] == []  # capped at 9
     path = spec_copy / "measured" / "sm_90.json"
+    data = measured.read(str(path))
+    data["router_gemm"] = [r for r in data["router_gemm"] if tuple(r["shape"]) != shape]
+    for x_dtype in ("bf16", "fp32"):
+        data["router_gemm"] += write._default_rows(full, "router_gemm",
+                                                   {"shape": shape, "x_dtype": x_dtype},
+                                                   "num_tokens", 1, 32)
+    measured.write(str(path), data)
+    wide = Space(registry.load(str(spec_copy)), sm90.target, sms=132)
     runs = []
     for machine in ("GPU-a", "GPU-b"):
         run = fake_run(full, FakeDevice(), {"router"}, machine=machine, shapes=[shape],
@@ -758,19 +768,40 @@ def test_a_router_tune_of_some_token_counts_splits_the_rows_around_them(sm90, sp
         tmp.write_text(json.dumps(run))
     assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
     capsys.readouterr()
-    reg = registry.load(str(spec_copy))  # loads: the table stays gap-free
-    space = Space(reg, sm90.target, sms=132)
+    space = Space(registry.load(str(spec_copy)), sm90.target, sms=132)  # gap-free, it loads
     for x_dtype in ("bf16", "fp32"):
         for m in range(1, 33):
             point = {"shape": shape, "x_dtype": x_dtype, "num_tokens": (m, m)}
             if not (m in (3, 4) or m >= 25):  # outside the new rows: as before
                 assert space.row("router_gemm", point, "sm_90") == \
-                    full.row("router_gemm", point, "sm_90"), (m, x_dtype)
-    rows = [r for r in measured.load_file(str(path)).rows("router_gemm")
-            if r.when["shape"] == shape and r.when["x_dtype"] == "bf16"]
-    buckets = sorted(tuple(r.when["num_tokens"]) for r in rows)
-    assert {(3, 4), (25, 32)} <= set(buckets)
-    assert [lo for lo, _ in buckets] == [1] + [hi + 1 for _, hi in buckets[:-1]]  # a cover
+                    wide.row("router_gemm", point, "sm_90"), (m, x_dtype)
+        buckets = sorted(tuple(r.when["num_tokens"])
+                         for r in measured.load_file(str(path)).rows("router_gemm")
+                         if r.when["shape"] == shape and r.when["x_dtype"] == x_dtype)
+        assert buckets == [(1, 2), (3, 4), (5, 16), (17, 24), (25, 32)]
+
+
+def test_a_cut_measured_row_keeps_the_bucket_it_was_measured_for():
+    """write.apply cuts a wider row around a new one; the measured pieces name the bucket
+    their measurements were taken for (their representatives may lie outside the piece)."""
+    measured_row = {"shape": [3072, 256], "x_dtype": "bf16", "num_tokens": [9, 32],
+                    "kernel": "per_expert", "params": {"block_m": 4}, "source": "measured",
+                    "measured": {"winner": {"us": {"M32 bf16": {"GPU-a": 9.0}}}}}
+    default_row = {**measured_row, "x_dtype": "fp32", "source": "default"}
+    del default_row["measured"]
+    data = {"router_gemm": [measured_row, default_row]}
+    for x_dtype in ("bf16", "fp32"):
+        write.apply(data, "router_gemm", {**measured_row, "x_dtype": x_dtype,
+                                          "num_tokens": [13, 16]})
+        write.apply(data, "router_gemm", {**measured_row, "x_dtype": x_dtype,
+                                          "num_tokens": [25, 32]})
+    pieces = {(r["x_dtype"], tuple(r["num_tokens"])): r for r in data["router_gemm"]}
+    assert set(pieces) == {(dt, b) for dt in ("bf16", "fp32")
+                           for b in ((9, 12), (13, 16), (17, 24), (25, 32))}
+    for b in ((9, 12), (17, 24)):
+        assert pieces[("bf16", b)]["measured"]["bucket"] == [9, 32]  # cut twice: the first
+        assert "measured" not in pieces[("fp32", b)]
+    assert "bucket" not in pieces[("bf16", (13, 16))]["measured"]
 
 
 FP16 = {"q_dtype": "fp16", "cache_dtype": "fp16"}  # inputs sm_90 has no rows for
@@ -1000,3 +1031,9 @@ def test_gpu_device_times_attention_inside_the_step(reg, monkeypatch):
     short = dev.attn_step_case(case)
     assert short["step"]["max_seq_len"] == 512 and short["block_table"].shape == (R, 4)
     assert short["seq_lens"].tolist() == [512, 512] and case["seq_lens"].tolist() == [1024] * 2
+    ref = dev.attn_reference(short, dev.attn_call(short, "sparse_attn_split",
+                                                  dict(splits=2, **launch)))
+    assert bool(torch.isfinite(ref).all())
+    assert dev.attn_problem(short, ref, dev.attn_call(short, "sparse_attn_split",
+                                                      dict(splits=1, **launch))) is None
+    assert int(short["step"]["topk_out"].max()) < 4  # within the cut context's blocks

@@ -329,7 +329,8 @@ def restore(results: list, data: dict, old: dict, margin: float, say,
     current row is still the launch timed as new and the old row the launch timed as old. The
     old row comes back with its measurements and the runs they cite (described once: a run
     the current file describes under another label keeps that label). An old row whose bucket
-    holds the current one (the tuner split a range since) comes back with the current bounds.
+    holds the current one (the tuner split a range since) comes back with the current bounds,
+    and its own in ``measured.bucket``.
     ``judge``: "alone" reads the launches' own times, "step" the attention rows' times inside
     `sparse_decode_step` (rows without them are skipped). Returns the restored rows as (table,
     what was timed, the labels of the runs the row cites)."""
@@ -384,8 +385,11 @@ def restore(results: list, data: dict, old: dict, margin: float, say,
         else:
             launch = {"variant": timed_old["variant"],
                       "params": {k: v for k, v in timed_old.items() if k != "variant"}}
-        before = {**before, **{a: current[a] for a in axes}, **launch,
-                  "measured": _relabelled(before["measured"], label_of)}
+        measured = _relabelled(before["measured"], label_of)
+        moved = [a for a in axes if before.get(a) != current[a]]  # the bucket's range only
+        if moved and "bucket" not in measured:  # the range its measurements were taken for
+            measured["bucket"] = before[moved[0]]
+        before = {**before, **{a: current[a] for a in axes}, **launch, "measured": measured}
         data[table][data[table].index(current)] = before
         restored.append((table, shown, sorted(set(label_of.values()))))
         say(f"restore: {shown}: {before[_choice(table)]} {before['params']}")

@@ -35,7 +35,7 @@ def profile_router(torch, generated):
         for _ in range(2):
             generated.router_gemm(x, w)
     row = mr.explain_router_gemm(K, N, 32, "sm_90", "fp32")
-    if row["kernel"] == "splitk":  # the M 17–32 row's split-K configuration, at M = 1
+    if row["kernel"] == "splitk":  # the M = 32 row's split-K configuration, at M = 1
         x = torch.randn((1, K), generator=g, device="cuda")
         out = torch.empty((1, N), device="cuda")
         params = {k: row[k] for k in ("block_m", "block_n", "block_k", "split_k", "tf32x3",

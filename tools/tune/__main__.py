@@ -65,8 +65,7 @@ def parse_args(argv=None):
     m.add_argument("--shapes", type=_shapes, default=None,
                    help="router weight shapes only, e.g. 6144x128,3072x256")
     m.add_argument("--tokens", type=common.int_list, default=None,
-                   help="router token counts only (among the representatives: each bucket's "
-                        "end), e.g. 4,16,32")
+                   help="router buckets serving these token counts only, e.g. 4,16,32")
     m.add_argument("--inputs", type=_inputs, default=None,
                    help="decode inputs other than the default (specs: MEASURED_SCORE), e.g. "
                         "q_dtype=fp32,cache_dtype=fp32 (scorer rows only: the selector's rows "

@@ -11,9 +11,9 @@ Then the noise rule: every candidate whose worst case is within the bucket's noi
 fastest's is "as fast", and the simplest of them is kept (:func:`simplicity`). The noise is
 twice the fastest candidate's relative median absolute deviation over its rounds (the largest
 over representatives × runs), and at least ``noise_floor``. A candidate slower than the
-fastest in every one of at least CONSISTENT_CELLS cells (representative × run), or in every
-cell of fewer by more than the noise floor each (a bucket of one representative on two
-machines: the router's), is not "as fast": a loss on every representative on every machine
+fastest in every one of at least CONSISTENT_CELLS cells (representative × run), or in each of
+two or three by more than the noise floor (a bucket of one representative on two machines: the
+router's), is not "as fast": a loss on every representative on every machine
 is most likely real. The rule errs on
 one side on purpose: the fastest is the minimum of many candidates, so a truly equal simpler
 one also loses every cell now and then (in simulations with 4 cells, 10–40 % of the time) and
@@ -38,7 +38,7 @@ NOISE_FLOOR = 0.01
 CONSISTENT_CELLS = 4
 RULE = ("smallest worst-case slowdown over representatives × runs (machines); within "
         "noise of it, the simplest candidate (unless slower in every one of 4 or more cells, "
-        "or by more than the noise floor in every one of fewer)")
+        "or by more than the noise floor in each of 2 or 3)")
 SECTION = {"router_gemm": "router", "index_score": "decode", "index_topk": "decode",
            "index_prefill_score": "prefill", "index_prefill_topk": "prefill",
            "index_prefill": "prefill", "sparse_attn_decode": "attention",
@@ -148,7 +148,9 @@ def choose_bucket(entry, expected, space, noise_floor=NOISE_FLOOR):
     fastest = ranked[0]
     noise = max([noise_floor] + [_spread(rounds[fastest][c]) for c in cells])
     def always_slower(k):
-        # by any margin in enough cells; by more than the floor in each of fewer
+        # by any margin in enough cells; by more than the floor in each of two or three
+        if len(cells) < 2:
+            return False
         margin = 1.0 if len(cells) >= CONSISTENT_CELLS else 1.0 + noise_floor
         return all(times[k][c] > times[fastest][c] * margin for c in cells)
 

@@ -228,9 +228,9 @@ class GpuDevice:
     def attn_step_case(self, case, seed=1):
         """A decode ``case`` inside `sparse_decode_step`, its contexts cut to ATTN_STEP_CONTEXT
         (the attention reads topk blocks whatever the context): an index cache of 128-token
-        bf16 pages for each request's context, index heads = KV heads. The attention reads the indexer's
-        ids, any of a request's blocks, so the KV cache holds every block on a page of its own
-        (the case's holds only its listed blocks: other table entries alias)."""
+        bf16 pages for each request's context, index heads = KV heads. The attention reads the
+        indexer's ids, any of a request's blocks, so the KV cache holds every block on a page
+        of its own (the case's holds only its listed blocks: other table entries alias)."""
         torch, dev, block = self.torch, self.device, self.space.block
         T, _, D = case["q"].shape
         Hkv, R = case["num_kv_heads"], case["seq_lens"].shape[0]

@@ -19,7 +19,7 @@ import time
 
 import common  # tools/common.py
 
-from .space import ATTN_STEP_MAX_PROGRAMS, as_json
+from .space import ATTN_STEP_CONTEXT, ATTN_STEP_MAX_PROGRAMS, as_json
 
 
 def interleave(samplers: dict, rounds: int, per_round: int) -> dict:
@@ -265,14 +265,16 @@ class Run:
     def _attn_point(self, mode, inputs, programs, kv_heads, table, bucket, label) -> list:
         """The point's candidates timed alone and, for decode grids of up to
         ATTN_STEP_MAX_PROGRAMS programs, inside sparse_decode_step (its programs start while
-        the indexer's last ones run: a second representative of the bucket, "<label> step").
+        the indexer's last ones run: a second representative of the bucket, "<label> step 8k",
+        named by its context so that runs of another step context do not merge with it).
         Its inputs are freed on return."""
         sp, dev = self.space, self.dev
         cands = sp.attn_candidates_at(mode, inputs, programs)
         default = sp.default(table, bucket)
         cases = [(label, dev.attn_case(mode, inputs, programs, kv_heads))]
         if mode == "decode" and programs <= ATTN_STEP_MAX_PROGRAMS:
-            cases.append((label + " step", dev.attn_step_case(cases[0][1])))
+            cases.append((f"{label} step {ATTN_STEP_CONTEXT // 1024}k",
+                          dev.attn_step_case(cases[0][1])))
         points = []
         for rep, case in cases:
             ref = dev.attn_reference(case, dev.attn_call(case, *default))

@@ -198,7 +198,8 @@ class Space:
         # inside the bucket: choose takes the worst case over them), each count at the
         # ends of the KV head counts MiniMax-M3 serves per G (G 16: 64 / 4 heads at TP1 down
         # to 16 / 1 at TP4; G 8: 8 / 1 at TP8): P programs are P / Hkv rows of Hkv heads, so
-        # a row is chosen for every layout, not for one; 32k contexts, topk 16.
+        # a row is chosen for every layout, not for one; 32k contexts (8k for the step
+        # representative: ATTN_STEP_CONTEXT), topk 16.
         from specs import sparse_attn as attn_specs
         self.attn_inputs = list(attn_specs.MEASURED_ATTN)
         # (129–256 and 257–512 are apart: prefill's best launch changes between 256 and 512
@@ -214,8 +215,8 @@ class Space:
     def router_buckets(self, shapes=None, tokens=None):
         """((K, N), (lo, hi), representatives [(M, x dtype)]) for every measured bucket, clipped
         to the shape's token cap (a bucket starting above it is left out; one ending above it
-        ends at the cap, which is then its representative); ``tokens``: the buckets with one of
-        these token counts among their representatives only (the others keep their rows)."""
+        ends at the cap, which is then its representative); ``tokens``: only the buckets that
+        serve one of these token counts (the others keep their rows)."""
         out = []
         for shape in shapes or self.shapes:
             cap = self.token_cap(shape)
@@ -223,7 +224,7 @@ class Space:
                 if lo > cap:
                     continue
                 reps = [m for m in self.token_reps[(lo, hi)] if m <= cap] or [cap]
-                if tokens and not set(reps) & set(tokens):
+                if tokens and not any(lo <= t <= min(hi, cap) for t in tokens):
                     continue
                 out.append((tuple(shape), (lo, min(hi, cap)),
                             [(m, dt) for m in reps for dt in self.router_x_dtypes]))
@@ -575,8 +576,8 @@ class Space:
         also 64-key steps at 2, 3 and 4 stages (more of a row's bytes in flight for small
         grids) and a merge kernel at 4, 8 and 16 splits (G heads in one or two programs); up
         to 64 programs also the G heads shared by 2 or 4 programs at 1, 2, 8 and 16
-        splits (the last split's merge reads a share of the partials), and shared by 2 with
-        64-key steps; prefill also the query-tiled kernel at 32, 64 and 128 lanes (at least 16
+        splits (with several, the last split's merge reads a share of the partials), and
+        shared by 2 with 64-key steps; prefill also the query-tiled kernel at 32, 64 and 128 lanes (at least 16
         and G)."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
         last = dict(merge_kernel=False)  # the last split to finish merges

@@ -123,6 +123,15 @@ def add_attention_rows(data: dict, space) -> None:
                                          hardware=now)
 
 
+def _clipped(row: dict, axis: str, lo: int, hi) -> dict:
+    """``row`` cut to [lo, hi] of ``axis``; a measured row keeps the bucket its measurements
+    were taken for (``measured.bucket``: its representatives may lie outside the cut)."""
+    out = {**row, axis: [lo, hi]}
+    if row.get("measured") is not None and "bucket" not in row["measured"]:
+        out["measured"] = {**row["measured"], "bucket": list(row[axis])}
+    return out
+
+
 def apply(data: dict, table: str, new: dict) -> None:
     """Put ``new`` into its table: rows of its group overlapping its range are clipped away."""
     layout = TABLES[table]
@@ -136,9 +145,9 @@ def apply(data: dict, table: str, new: dict) -> None:
             kept.append(row)
             continue
         if a < lo:
-            kept.append({**row, axis: [a, lo - 1]})
+            kept.append(_clipped(row, axis, a, lo - 1))
         if hi is not None and (b is None or b > hi):
-            kept.append({**row, axis: [hi + 1, b]})
+            kept.append(_clipped(row, axis, hi + 1, b))
     data[table] = kept + [new]
 
 
