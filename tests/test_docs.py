@@ -107,3 +107,22 @@ def test_generated_result_tables_equal_their_command():
             assert text[m.end():m.end() + len(want) + 1] == want + "\n", (
                 f"docs/PERFORMANCE.md: the table below `{m.group(0).strip()}` is stale; paste "
                 f"the command's output")
+
+
+def test_every_result_of_record_is_named_where_its_numbers_are_used():
+    """Each file in docs/results/ is named by the docs (or a test that reads it): whole, as
+    `..._<suffix>.json`, or in a brace list (`..._kinds_quick_{a,b}.json`); a superseded one is
+    removed (git keeps it)."""
+    results = os.path.join(ROOT, "docs", "results")
+    texts = "\n".join(text for rel, text in _text_files()
+                      if rel.endswith(".md") or rel.startswith("tests"))
+    unnamed = []
+    for name in sorted(os.listdir(results)):
+        stem = name[:-len(".json")]
+        suffix = stem.split("_h200_", 1)[-1]
+        head, _, last = suffix.rpartition("_")
+        braces = re.findall(rf"{re.escape(head)}_\{{([^}}]*)\}}", texts) if head else []
+        if stem not in texts and f"..._{suffix}.json" not in texts and \
+                not any(last in b.split(",") for b in braces):
+            unnamed.append(name)
+    assert not unnamed, f"results of record no document names: {unnamed}"

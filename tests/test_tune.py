@@ -804,6 +804,19 @@ def test_a_cut_measured_row_keeps_the_bucket_it_was_measured_for():
     assert "bucket" not in pieces[("bf16", (13, 16))]["measured"]
 
 
+def test_readme_states_the_tuners_buckets_and_step_context(reg):
+    """README's tuning section says where the router buckets end and at which context the step
+    representative is measured: the same facts as tools/tune/space.py."""
+    from tools.tune.space import ATTN_STEP_CONTEXT
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = " ".join(f.read().split())
+    ends = [hi for _, hi in Space(reg, reg.hardware["sm_90"], sms=132).token_buckets]
+    said = ", ".join(map(str, ends[:-1])) + f" and {ends[-1]} tokens"
+    assert f"Router buckets end at {said}" in readme, said
+    assert f"`sparse_decode_step` at {ATTN_STEP_CONTEXT // 1024}k contexts" in readme
+
+
 FP16 = {"q_dtype": "fp16", "cache_dtype": "fp16"}  # inputs sm_90 has no rows for
 
 
