@@ -75,6 +75,15 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
     assert report[0]["same_bits"] and all(report[0]["same_bits"].values())
 
 
+def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
+    run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--table",
+                "--variants", "base", "--launch", "splits=1,head_split=4,num_warps=8;splits=2"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "attn_ablation.json").read_text())
+    timed = {k for k in report[0]["us"] if k != "empty kernel"}
+    assert {"s1 w8 st2 hs4 base", "s2 w4 st2 base"} <= timed and len(timed) == 3, timed
+
+
 def test_decode_ablation_smoke_builds_and_times_every_variant(tmp_path):
     run = _run([os.path.join("tools", "decode_ablation.py"), str(tmp_path), "--smoke"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

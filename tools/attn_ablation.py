@@ -11,6 +11,9 @@ where vLLM is ahead or the copy rate is missed; with each row, a plain read of i
     python3 tools/attn_ablation.py OUTDIR --variants base,splits_first --rows grids --table
         # chosen variants, the rows of several-wave grids, each at its table launch
     python3 tools/attn_ablation.py OUTDIR --rows copy --table   # the copy-rate misses
+    python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base \
+        --launch "splits=1,head_split=4,num_warps=8;splits=2,head_split=2"
+        # other launches beside the table's (unset: 4 warps, 2 stages, whole blocks)
 """
 import importlib.util
 import json
@@ -110,6 +113,27 @@ def option(name):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
 
 
+def parse_launches(text) -> list:
+    """'splits=1,head_split=4;splits=2' -> launch dicts (4 warps and 2 stages unless given)."""
+    out = []
+    for item in filter(None, (t.strip() for t in (text or "").split(";"))):
+        launch = dict(num_warps=4, num_stages=2)
+        for pair in item.split(","):
+            k, _, v = pair.partition("=")
+            launch[k.strip()] = v.strip() == "True" if v.strip() in ("True", "False") \
+                else int(v)
+        out.append(launch)
+    return out
+
+
+def tag_of(launch) -> str:
+    """'s8 w4 st2', with ' kv64', ' hs4', ' mk' where the launch sets them otherwise."""
+    return (f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
+            + (f" kv{launch['kv_tile']}" if launch.get("kv_tile", 128) != 128 else "")
+            + (f" hs{launch['head_split']}" if launch.get("head_split", 1) > 1 else "")
+            + (" mk" if launch.get("merge_kernel") else ""))
+
+
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
@@ -147,9 +171,11 @@ def main():
                 "decode", hw, "bf16", "bf16", "none", Hq // Hkv, q.shape[2], R * Q * Hkv)
             launches = [{k: row_launch[k] for k in ("splits", "kv_tile", "head_split",
                                                     "merge_kernel", "num_warps", "num_stages")}]
+        launches = launches + [x for x in parse_launches(option("--launch"))
+                               if x not in launches]
         checks = {}
         for launch in launches:
-            tag = f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
+            tag = tag_of(launch)
             want = None
             for name, mod in mods.items():
                 run = mod.prepare_sparse_attn(
@@ -182,7 +208,7 @@ def main():
               + ("" if read is None else f"  plain read {read:.2f}")
               + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
         for launch in launches:
-            tag = f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
+            tag = tag_of(launch)
             print("   " + tag + ": " + "  ".join(f"{n} {med[tag + ' ' + n]:.2f}"
                                                   for n in variants), flush=True)
         res.append({"row": list(row), "us": med, "plain_read_us": read, "same_bits": checks})
