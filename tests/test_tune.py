@@ -99,13 +99,13 @@ def prefill_us(launch, rep):
 
 
 def attn_us(variant, params, mode, programs):
-    """Optimum: 4 splits, 4 warps, 3 stages, except at 32 programs, where 3 stages cost 3 µs
-    (so the 9–32 bucket, measured at 16 and 32, must take 2); prefill from 513 programs:
+    """Optimum: 4 splits, 4 warps, 3 stages, except at 8 programs, where 3 stages cost 3 µs
+    (so the 1–8 bucket, measured at 4 and 8, must take 2); prefill from 513 programs:
     64-lane tiles, 8 warps."""
     if variant == "sparse_attn_tiled":
         return (10 if programs > 512 else 40) + abs(math.log2(params["lanes"]) - 6) + \
             0.5 * (params["num_warps"] != 8)
-    stages = 3 * (params["num_stages"] == 3) if programs == 32 else \
+    stages = 3 * (params["num_stages"] == 3) if programs == 8 else \
         0.5 * (params["num_stages"] != 3)
     return 20 + abs(math.log2(params["splits"]) - 2) + 0.5 * (params["num_warps"] != 4) + stages
 
@@ -657,7 +657,7 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
             assert row.choice == "sparse_attn_split" and row.params["splits"] != 4, row
         else:  # the worst case over a bucket's representatives
             assert (row.choice, row.params["splits"], row.params["num_stages"]) == \
-                ("sparse_attn_split", 4, 2 if lo == 9 else 3), row
+                ("sparse_attn_split", 4, 2 if lo == 1 else 3), row
     reg = registry.load(str(spec_copy))
     from codegen.policy import lookup
     p = reg.policies["sparse_attn_decode"]
@@ -668,6 +668,41 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
     point["kv_dtype"] = "fp8e4m3"  # inputs without rows: the declared ones
     rule = lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
     assert "specs/sparse_attn.py" in str(rule.loc)
+
+
+def test_attention_runs_measured_before_a_bucket_edge_moved_are_chosen_as_now(sm90):
+    """A run whose attention points were filed under a bucket since split (9–32, before
+    9–16 and 17–32), without the points' ``programs`` field, is re-filed by the P of each
+    label: it chooses the same rows as the run filed now, and plans both new buckets."""
+    space = Space(sm90.reg, sm90.target, sms=132)
+    runs = [fake_run(space, FakeDevice(), {"attention"}, machine=m) for m in ("GPU-a", "GPU-b")]
+
+    def joined(bucket):
+        lo, hi = bucket["programs"]
+        return {**bucket, "programs": [9, 32]} if 9 <= lo and hi is not None and hi <= 32 \
+            else bucket
+    old_runs = []
+    for run in runs:
+        old = json.loads(json.dumps(run))
+        for point in old["points"]:
+            if point["table"].startswith("sparse_attn"):
+                assert point.pop("programs") > 0
+                point["buckets"] = [joined(b) for b in point["buckets"]]
+        planned = []
+        for entry in old["planned"]:
+            e = {**entry, "bucket": joined(entry["bucket"])} \
+                if entry["table"].startswith("sparse_attn") else entry
+            if e not in planned:
+                planned.append(e)
+        old["planned"] = planned
+        old_runs.append(old)
+    assert any(b["programs"] == [9, 32] for r in old_runs for p in r["points"]
+               for b in p["buckets"])
+    rows_now, report_now, _ = choose.choose(runs, space)
+    rows_old, report_old, _ = choose.choose(old_runs, space)
+    assert rows_old == rows_now and report_old == report_now
+    spans = {tuple(r["programs"]) for r in rows_now if r["table"] == "sparse_attn_decode"}
+    assert {(9, 16), (17, 32)} <= spans and (9, 32) not in spans
 
 
 def test_a_new_target_is_written_and_loads(reg, spec_copy):
@@ -1050,3 +1085,34 @@ def test_gpu_device_times_attention_inside_the_step(reg, monkeypatch):
     assert dev.attn_problem(short, ref, dev.attn_call(short, "sparse_attn_split",
                                                       dict(splits=1, **launch))) is None
     assert int(short["step"]["topk_out"].max()) < 4  # within the cut context's blocks
+
+
+def test_benchmarks_time_interleaved_rounds_like_the_tuner(monkeypatch):
+    """`common.time_graphs` (the router benchmark's timing): the ops' graphs replayed in
+    rounds of rotating order after a discarded settle round, each op's time the median of its
+    round medians. A slow phase at the start (after heavy work) costs the op it hits one round,
+    not its time; the settle round's samples are not in the summary."""
+    import common
+
+    class Graph:
+        def __init__(self, name):
+            self.name = name
+
+        def replay(self):
+            pass
+
+    drawn = []
+
+    def replay_times(replay, n, settled):
+        assert settled  # the settle round is interleave's, not replay_times'
+        drawn.append(replay.__self__.name)
+        slow = 10.0 if len(drawn) <= 3 else 0.0  # both settle batches and round 1's first
+        return [{"a": 5.0, "b": 6.0}[drawn[-1]] + slow] * n
+
+    monkeypatch.setattr(common, "capture_graph", lambda fn: Graph(fn()))
+    monkeypatch.setattr(common, "replay_times", replay_times)
+    got = common.time_graphs({"a": lambda: "a", "b": lambda: "b"}, reps=30, rounds=5)
+    assert drawn == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a", "a", "b"]
+    assert got["a"]["rounds"] == [15.0, 5.0, 5.0, 5.0, 5.0] and got["a"]["median_us"] == 5.0
+    assert got["b"]["median_us"] == 6.0 and got["b"]["n"] == got["a"]["n"] == 30
+    assert got["a"]["p90_us"] == 15.0 and got["b"]["p90_us"] == 6.0  # settle batches dropped

@@ -397,6 +397,7 @@ def run_router(args, generated, device, bw, empty_us, reps):
         shapes = [s for s in shapes if s in ((6144, 128), (3072, 256), (7168, 896))] or shapes[:2]
     common.say(f"== router GEMM: {len(shapes)} shapes × M {list(ms)} × x bf16/fp32")
     results = []
+    dummy = torch.zeros(16, dtype=torch.int32, device=device)  # the empty kernel's argument
     g = torch.Generator(device=device).manual_seed(5)
     for K, N in shapes:
         w_dtype, cap = generated.ROUTER_GEMM_LIMITS[(K, N)]
@@ -434,21 +435,23 @@ def run_router(args, generated, device, bw, empty_us, reps):
                         "num_warps", "num_stages", "hardware") if k in info}
                 except Exception as e:  # noqa: BLE001
                     row["launch"] = {"error": str(e)[:200]}
-                ours = lambda: generated.router_gemm(x, w)  # noqa: E731
-                ref = lambda: F.linear(x.float(), w.float())  # noqa: E731
-                k_ours, k_ref = {}, {}
-                for name, fn, keep in (("ours", ours, k_ours), ("linear", ref, k_ref)):
-                    try:
-                        row[name] = check_and_time(fn, args.smoke, reps, keep=keep)
-                    except Exception as e:  # noqa: BLE001
-                        row[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
-                        common.say(f"   {name}: ERROR {type(e).__name__}: {e}")
-                if "out" in k_ours and "out" in k_ref:
-                    got, want = k_ours["out"], k_ref["out"]
+                fns = {"ours": lambda: generated.router_gemm(x, w),
+                       "linear": lambda: F.linear(x.float(), w.float()),
+                       "empty": lambda: common.launch_empty(dummy)}
+                try:
+                    got, want = fns["ours"](), fns["linear"]()
                     row["rel_err"] = float((got - want).norm() / want.norm().clamp_min(1e-30))
                     row["max_abs_err"] = float((got - want).abs().max())
-                if "median_us" in row["ours"]:
-                    row["ours_minus_empty_us"] = row["ours"]["median_us"] - empty_us
+                    del got, want
+                    # ours, F.linear and the empty kernel interleaved (rotating order)
+                    times = common.time_graphs(fns, reps, smoke=args.smoke)
+                    row["ours"], row["linear"] = times["ours"], times["linear"]
+                    row["empty_us"] = times["empty"]["median_us"]
+                    row["ours_minus_empty_us"] = row["ours"]["median_us"] - row["empty_us"]
+                except Exception as e:  # noqa: BLE001
+                    for name in ("ours", "linear"):
+                        row.setdefault(name, {"error": f"{type(e).__name__}: {e}"[:300]})
+                    common.say(f"   ERROR {type(e).__name__}: {e}")
                 results.append(row)
                 common.say(f"   ({K},{N}) M={m:<2d} {row['x_dtype']:8s} "
                            f"ours={common.fmt_us(row['ours'].get('median_us'))} "

@@ -215,6 +215,40 @@ def time_graph(fn, reps: int = 30, warmup: int = 2, flush: bool = True,
     return out
 
 
+def time_graphs(fns: dict, reps: int = 30, rounds: int = 5, smoke: bool = False) -> dict:
+    """name -> time_graph's summary of one call of each of ``fns``, timed interleaved in one
+    process: each captured in a CUDA graph, then ``rounds`` rounds of ``reps // rounds``
+    L2-flushed replays of every graph, the order rotated each round, after a discarded
+    settle round (`tune.measure.interleave`, as the tuner and launch_compare time). The
+    median is the median of the round medians (``rounds`` keeps them); p10/p90/min are over
+    every timed sample. A state that slows every kernel for a while (after heavy work; on
+    one H200 it doubled a sample's share above the fast mode) then costs each op one round
+    at most, instead of one op the whole of its timing. Smoke runs time each fn once with
+    perf_counter."""
+    if smoke:
+        return {k: time_cpu(fn, reps=1, warmup=0) for k, fn in fns.items()}
+    from tune.measure import interleave  # tools/tune (imports this module)
+
+    graphs = {k: capture_graph(fn) for k, fn in fns.items()}
+    per_round = max(1, reps // rounds)
+    samples = {k: [] for k in graphs}
+
+    def sampler(k):
+        def take(n):
+            got = replay_times(graphs[k].replay, n, settled=True)
+            samples[k].append(got)
+            return got
+        return take
+
+    medians = interleave({k: sampler(k) for k in graphs}, rounds, per_round)
+    out = {}
+    for k, meds in medians.items():
+        out[k] = summarize([t for batch in samples[k][1:] for t in batch])  # settle dropped
+        out[k].update(median_us=statistics.median(meds), rounds=meds, graph=True)
+    del graphs
+    return out
+
+
 def time_cpu(fn, reps: int = 3, warmup: int = 1) -> dict:
     """Smoke timing: perf_counter around eager calls (no device, no flush)."""
     for _ in range(warmup):

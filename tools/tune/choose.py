@@ -203,6 +203,7 @@ def choose(runs, space, noise_floor=NOISE_FLOOR, existing=None):
     """(rows, report lines, labels): the chosen rows of every bucket the runs measured;
     ``existing``: the data file's provenance.runs (labels stay unique across tunes)."""
     labels = run_labels(runs, existing)
+    runs = [space.attn_rebucketed(run) for run in runs]
     rows, report = [], []
     def order(entry):  # table, then the buckets' values and lower ends in axis order
         return entry["table"], [(str(v), 0) if not isinstance(v, list) else

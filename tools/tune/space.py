@@ -22,6 +22,8 @@ on the H200 (sessions 1-4; git history of NOTES.md).
 from __future__ import annotations
 
 import itertools
+import json
+import re
 
 from codegen.families import router_gemm as rg
 from codegen.capabilities import supports_pdl, supports_tf32x3
@@ -203,10 +205,12 @@ class Space:
         from specs import sparse_attn as attn_specs
         self.attn_inputs = list(attn_specs.MEASURED_ATTN)
         # (129–256 and 257–512 are apart: prefill's best launch changes between 256 and 512
-        # programs, the per-token kernel at two splits being 1.2× the best at one end; decode
-        # shares the buckets. Data files chosen before hold one 129–512 row, which the next
-        # tune of these counts splits.)
-        self.attn_buckets = {(1, 8): (4, 8), (9, 32): (16, 32), (33, 64): (64,),
+        # programs, the per-token kernel at two splits being 1.2× the best at one end; so are
+        # 9–16 and 17–32: G 16 decode at 16 programs took 16 splits with a merge kernel, 13 %
+        # faster there than the best single row of 9–32, which took 4 splits for 32 programs
+        # (2026-12-02). Data files chosen before hold one row for each joined range, which
+        # the next tune of these counts splits.)
+        self.attn_buckets = {(1, 8): (4, 8), (9, 16): (16,), (17, 32): (32,), (33, 64): (64,),
                              (65, 128): (128,), (129, 256): (256,), (257, 512): (512,),
                              (513, 2048): (1024, 2048), (2049, None): (8192,)}
         self.attn_kv_heads = {16: (4, 1), 8: (1,)}  # the first: the layout labelled plainly
@@ -566,6 +570,35 @@ class Space:
                  if b[0] <= programs and (b[1] is None or programs <= b[1]))
         return {**inputs, "programs": b}
 
+    def attn_rebucketed(self, run: dict) -> dict:
+        """``run`` with its attention points filed under the current program buckets: a run
+        measured before a bucket edge moved (9–32 became 9–16 and 17–32) is chosen as if
+        measured now. A point's program count is its ``programs`` field, or in runs written
+        before that field, the P of its label (`attn_rep_label`). A planned bucket becomes the
+        buckets its measured points now fall in."""
+        moved, points = {}, []
+        for point in run["points"]:
+            if point["table"] not in ATTN_TABLES.values():
+                points.append(point)
+                continue
+            programs = point.get("programs") or int(re.search(r" P(\d+)\b", point["rep"])[1])
+            old = point["buckets"][0]
+            inputs = {k: v for k, v in old.items() if k != "programs"}
+            new = as_json(self.attn_bucket(inputs, programs))
+            moved.setdefault(point["table"] + json.dumps(old, sort_keys=True), []).append(new)
+            points.append({**point, "buckets": [new]})
+        planned = []
+        for entry in run.get("planned", []):
+            news = moved.get(entry["table"] + json.dumps(entry["bucket"], sort_keys=True),
+                             [entry["bucket"]])
+            for b in news:
+                if {"table": entry["table"], "bucket": b} not in planned:
+                    planned.append({"table": entry["table"], "bucket": b})
+        out = {**run, "points": points}
+        if "planned" in run:
+            out["planned"] = planned
+        return out
+
     def attn_rep_label(self, mode, inputs, programs, kv_heads) -> str:
         """'decode G16 P64'; another head count than the group's first gets ' Hkv1' added."""
         plain = kv_heads == self.attn_kv_heads[inputs["group"]][0]
@@ -575,10 +608,11 @@ class Space:
         """Split counts 1..16 × (warps, stages) with whole-block steps; up to 512 programs
         also 64-key steps at 2, 3 and 4 stages (more of a row's bytes in flight for small
         grids) and a merge kernel at 4, 8 and 16 splits (G heads in one or two programs); up
-        to 64 programs also the G heads shared by 2 or 4 programs at 1, 2, 8 and 16
-        splits (with several, the last split's merge reads a share of the partials), and
-        shared by 2 with 64-key steps; prefill also the query-tiled kernel at 32, 64 and 128 lanes (at least 16
-        and G)."""
+        to 64 programs also the G heads shared by 2 or 4 programs at 8 and 16 splits (the
+        last split's merge reads a share of the partials), and shared by 2 with 64-key steps
+        (shared heads at 1 or 2 splits, little or nothing to merge, took 1.2–1.6× the best
+        launch at 32 and 64 programs on 2026-12-02 and are not measured); prefill also the
+        query-tiled kernel at 32, 64 and 128 lanes (at least 16 and G)."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
         last = dict(merge_kernel=False)  # the last split to finish merges
         whole = dict(kv_tile=self.block, head_split=1, **last)
@@ -601,13 +635,6 @@ class Space:
             cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block // 2, head_split=2, **last,
                                      num_warps=4, num_stages=2))
                       for k in (4, 8, 16) if inputs["group"] >= 2]
-            # heads shared instead of keys: 2 or 4 programs per (row, KV head) each stream the
-            # whole list (siblings start together, so L2 serves the second read) and one or two
-            # splits leave little or nothing to merge (a one-KV-head row of 32 requests spends
-            # 1.3–1.8 µs merging 8 splits)
-            cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block, head_split=h, **last,
-                                     num_warps=w, num_stages=2))
-                      for h in (2, 4) if h <= inputs["group"] for k in (1, 2) for w in (4, 8)]
         if mode == "prefill":
             cands += [(A_TILED, dict(lanes=n, num_warps=w, num_stages=2))
                       for n in (32, 64, 128) for w in (4, 8)
