@@ -176,6 +176,19 @@ def test_a_condensed_run_is_judged_like_the_run(two_runs, tmp_path):
     assert _verdicts([back]) == _verdicts([run])
 
 
+def test_a_condensed_router_row_keeps_the_time_taken_in_a_row(tmp_path):
+    """The router bench times ours in rotating rounds (the row's time) and, beside it, as
+    30 replays in a row (how vLLM's reference times were taken): the record keeps both."""
+    row = _router(3072, 256, 4, 5.5)
+    row["ours_in_a_row"] = {"median_us": 6.456}
+    run = _write(tmp_path, "run", [], [row, _router(3072, 256, 8, 6.0)])
+    out = tmp_path / "record.json"
+    bench_report.main([run, "--condense", str(out), "--source", "test"])
+    got = json.loads(out.read_text())["router"]
+    assert (got[0]["ours_us"], got[0]["ours_in_a_row_us"]) == (5.5, 6.46)
+    assert "ours_in_a_row_us" not in got[1]
+
+
 def test_router_report_judges_every_row_on_the_worst_run(tmp_path):
     """tools/router_report.py: a cell is bold when any run is above vLLM + the slack; the
     counts per run and on every run; F.linear shapes judged by the worst run's speedup."""

@@ -448,13 +448,17 @@ def run_router(args, generated, device, bw, empty_us, reps):
                     row["ours"], row["linear"] = times["ours"], times["linear"]
                     row["empty_us"] = times["empty"]["median_us"]
                     row["ours_minus_empty_us"] = row["ours"]["median_us"] - row["empty_us"]
+                    if not args.smoke:  # the way vLLM's times were taken: replays in a row
+                        row["ours_in_a_row"] = common.time_graph(fns["ours"], reps=reps)
                 except Exception as e:  # noqa: BLE001
                     for name in ("ours", "linear"):
                         row.setdefault(name, {"error": f"{type(e).__name__}: {e}"[:300]})
                     common.say(f"   ERROR {type(e).__name__}: {e}")
                 results.append(row)
+                in_a_row = row.get("ours_in_a_row", {}).get("median_us")
                 common.say(f"   ({K},{N}) M={m:<2d} {row['x_dtype']:8s} "
                            f"ours={common.fmt_us(row['ours'].get('median_us'))} "
+                           f"(in a row {common.fmt_us(in_a_row)}) "
                            f"linear={common.fmt_us(row['linear'].get('median_us'))} "
                            f"floor={common.fmt_us(row['floor_us'])} µs")
         del w

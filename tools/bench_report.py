@@ -327,7 +327,10 @@ def condense(report, source: str) -> dict:
                "ours_us": round(router_time(r), 2) if router_time(r) is not None else None,
                "linear_us": round((r.get("linear") or {}).get("median_us") or 0, 2) or None,
                "floor_us": r.get("floor_us"), "ours_minus_empty_us": r.get("ours_minus_empty_us"),
-               "launch": r.get("launch")} for r in report.get("router") or []]
+               "launch": r.get("launch"),
+               **({"ours_in_a_row_us": round(r["ours_in_a_row"]["median_us"], 2)}
+                  if "median_us" in (r.get("ours_in_a_row") or {}) else {})}
+              for r in report.get("router") or []]
     out = {"source": source, "env": report.get("env"), "router": router, "decode": decode}
     if (report.get("empty_kernel") or {}).get("median_us") is not None:
         out["empty_kernel_us"] = round(report["empty_kernel"]["median_us"], 2)
