@@ -7,10 +7,11 @@
     python3 tools/bench_attn.py --out DIR --study    # also time launch candidates per row
     python3 tools/bench_attn.py --out DIR --only prefill   # (or decode) one half
 
-Per row: our µs (CUDA-graph replay, L2 flushed, median after a settle pass), the floor (the KV
-bytes the rows must read, topk · 128 · Hkv · 2 · D · 2 per row, at ATTN_COPY_TBPS), our share
-of it, the time a plain streaming kernel takes to read as many bytes (`common.row_read_us`,
-one 64 KiB row per listed block and KV head, timed the same way) and our share of the larger
+Per row: our µs (CUDA-graph replay, L2 flushed; the median of rotating rounds in which the
+plain read below is timed too: `common.time_graphs`), the floor (the KV bytes the rows must
+read, topk · 128 · Hkv · 2 · D · 2 per row, at ATTN_COPY_TBPS), our share of it, the time a
+plain streaming kernel takes to read as many bytes (`common.row_read_us`, one 64 KiB row per
+listed block and KV head) and our share of the larger
 of the two (the copy-rate target: at small sizes launch and memory latency are most of even a
 plain read), vLLM's µs and the ratio; then the decode step of the scenario end to end: the indexer
 (`index_decode`, index heads = KV heads, a bf16 128-token-page index cache) alone, the attention
@@ -156,8 +157,8 @@ def time_step(generated, case, row, device, smoke, reps, seed=1):
     if device != "cpu":
         torch.cuda.synchronize()
     same = bool(torch.equal(out, step_out))
-    got = first if smoke else {name: common.time_op(fn, smoke=smoke, reps=reps)["median_us"]
-                               for name, fn in calls}
+    got = first if smoke else {name: t["median_us"] for name, t in
+                               common.time_graphs(dict(calls), reps).items()}
     return {**got, "step_equals_two_calls": same}
 
 
@@ -222,14 +223,18 @@ def prefill_row(generated, row, device, smoke, reps):
         calls[name] = lambda launch=launch: sa.sparse_attn_with_launch(launch, "prefill",
                                                                        **case, output=out)
     res = {"row": list(row), "flops": flops}
+    first = {}
     for name, fn in calls.items():
         out.fill_(float("nan"))
-        first = common.time_op(fn, smoke=True, reps=1)["median_us"]  # smoke: its time
+        first[name] = common.time_op(fn, smoke=True, reps=1)["median_us"]  # smoke: its time
         err = (out[rows].double() - ref.to(torch.bfloat16).double()).abs()
         ok = bool(err.mean() <= 2.5e-4 and err.max() <= 1.7e-2)
-        us = first if smoke else common.time_op(fn, smoke=smoke, reps=reps)["median_us"]
-        res[name] = {"us": us, "tflops": flops / us / 1e6, "check_ok": ok,
-                     "max_abs": float(err.max())}
+        res[name] = {"check_ok": ok, "max_abs": float(err.max())}
+    # the launches timed in the same rotating rounds
+    got = first if smoke else {name: t["median_us"] for name, t in
+                               common.time_graphs(calls, reps).items()}
+    for name, us in got.items():
+        res[name].update(us=us, tflops=flops / us / 1e6)
     res["explain"] = generated.explain_sparse_attn(
         "prefill", common.detected_hardware(smoke), "bf16", "bf16", "none", G, d,
         chunk * Hkv)
@@ -278,8 +283,6 @@ def main(argv=None):
             out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
             generated.sparse_attn_decode(**case, output=out)
             verdict = check(generated, case, out)
-            us = common.time_op(lambda: generated.sparse_attn_decode(**case, output=out),
-                                smoke=args.smoke, reps=args.reps)["median_us"]
         except Exception as e:  # noqa: BLE001 - the other rows still count
             common.say(f"  {label}: ERROR {type(e).__name__}: {str(e)[:300]}")
             results.append({"row": list(row), "error": f"{type(e).__name__}: {e}"})
@@ -287,14 +290,20 @@ def main(argv=None):
         T = R * Q
         nbytes = T * topk * BLOCK * Hkv * 2 * d * 2
         floor = nbytes / (targets.ATTN_COPY_TBPS * 1e12) * 1e6
-        # the same bytes read by a plain streaming kernel, timed the same way: at small sizes
-        # its launch and memory latency are most of the time, which no kernel can avoid
+
+        def ours():
+            generated.sparse_attn_decode(**case, output=out)
+        # the same bytes read by a plain streaming kernel, timed in the same rotating rounds as
+        # ours: at small sizes its launch and memory latency are most of the time, which no
+        # kernel can avoid
         try:
-            read = common.row_read_us(T * topk * Hkv, BLOCK * 2 * d * 2 // 4,
-                                      smoke=args.smoke, reps=args.reps)["median_us"]
+            got = common.row_read_us(T * topk * Hkv, BLOCK * 2 * d * 2 // 4, smoke=args.smoke,
+                                     reps=args.reps, beside={"ours": ours})
+            read, us = got["median_us"], got["beside"]["ours"]["median_us"]
         except Exception as e:  # noqa: BLE001 - (out of memory beside the cache): the floor
             common.say(f"  {label}: no plain-read time ({type(e).__name__}: {str(e)[:200]})")
             read = 0.0
+            us = common.time_op(ours, smoke=args.smoke, reps=args.reps)["median_us"]
         best = max(floor, read)
         vllm = targets.VLLM_ATTN_US.get(row)
         res = {"row": list(row), "us": us, "floor_us": floor, "share_of_floor": floor / us,

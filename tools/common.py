@@ -380,31 +380,41 @@ def dependent_loads_us(hops: int, smoke: bool = False, reps: int = 50) -> dict:
 ROW_READ_SPLITS = (1, 2, 4, 8, 16)
 
 
-def row_read_us(rows: int, cols: int, smoke: bool = False, reps: int = 30) -> dict:
+def row_read_us(rows: int, cols: int, smoke: bool = False, reps: int = 30,
+                beside: dict | None = None) -> dict:
     """Time to read an fp32 [rows, cols] matrix (the router weight) with one 16-warp program
     per row piece, no x, no products, no cross-program reduction: the best over
     ROW_READ_SPLITS pieces per row (the per-expert kernel's layout is 1). A floor for any
-    one-pass router kernel. Returns the best timing plus ``by_splits``."""
+    one-pass router kernel. Returns the best timing plus ``by_splits``; ``beside``: name ->
+    fn timed in the same rotating rounds as the reads (`time_graphs`: a kernel judged
+    against this floor is then timed in the same state as it), under ``beside``."""
     import torch
 
     _, row_sums = _latency()
     device = "cpu" if smoke else "cuda"
     w = torch.randn((rows, cols), dtype=torch.float32, device=device)
-    by_splits = {}
+    calls = {}
     for splits in ROW_READ_SPLITS:
         piece = cols // splits
         out = torch.empty(rows * splits, dtype=torch.float32, device=device)
         block = math.gcd(piece, 2048)
-        t = time_op(lambda: row_sums[(rows, splits)](w, out, K=cols, SPLITS=splits,
-                                                     BLOCK_K=block, num_warps=16),
-                    smoke=smoke, reps=reps)
+
+        def read(out=out, splits=splits, block=block):
+            row_sums[(rows, splits)](w, out, K=cols, SPLITS=splits, BLOCK_K=block,
+                                     num_warps=16)
+        read()
         want = w.view(rows, splits, piece).sum(dim=2).flatten()
         if not torch.allclose(out, want, rtol=1e-4, atol=1e-3):
             raise RuntimeError(f"row_read_us: wrong row sums (splits {splits})")
-        by_splits[splits] = t
+        calls[("read", splits)] = read
+    for name, fn in (beside or {}).items():
+        calls[("beside", name)] = fn
+    times = time_graphs(calls, reps, smoke=smoke)
+    by_splits = {s: times[("read", s)] for s in ROW_READ_SPLITS}
     best = min(by_splits, key=lambda k: by_splits[k]["median_us"])
     return {**by_splits[best], "splits": best,
-            "by_splits": {k: v["median_us"] for k, v in by_splits.items()}}
+            "by_splits": {k: v["median_us"] for k, v in by_splits.items()},
+            "beside": {name: times[("beside", name)] for name in beside or {}}}
 
 
 def copy_bandwidth(smoke: bool = False, nbytes: int = 1 << 30, reps: int = 10) -> dict:
