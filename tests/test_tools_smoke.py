@@ -374,3 +374,18 @@ def test_launch_compare_restore_writes_a_data_file_that_loads(tmp_path):
     run = _run([os.path.join("tools", "launch_compare.py"), "--restore", *map(str, paths),
                 "--data", str(target)], timeout=120)
     assert run.returncode != 0 and "is not the file the results timed" in run.stderr
+
+
+def test_profile_kernels_reads_attention_rows():
+    """`profile_kernels.py --attn` takes bench_attn's rows as HQ:HKV:R:CONTEXT:Q and refuses
+    anything else by name; `--decode none` leaves the decode kernels out."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import profile_kernels
+
+    assert profile_kernels.parse_attn_rows("8:1:32:32768:1,32:2:32:32768:4") == [
+        (8, 1, 32, 32768, 1), (32, 2, 32, 32768, 4)]
+    assert profile_kernels.parse_attn_rows(None) == []
+    assert profile_kernels.parse_scenarios("none") == []
+    for bad in ("8:1:32:32768", "8:1:x:32768:1"):
+        with pytest.raises(SystemExit, match="--attn"):
+            profile_kernels.parse_attn_rows(bad)

@@ -3,7 +3,15 @@
 table launches it at (6144, 128) for M = 1, 8, 32 (per-expert, per-expert, tf32x3 split-K),
 the split-K kernel forced at M = 1 (to compare its main body with the per-expert kernel's),
 and the two decode kernels at a small context (``--decode R:CONTEXT:Q,...`` picks other decode
-scenarios, ``--no-router`` leaves the router out).
+scenarios, ``--decode none`` and ``--no-router`` leave them out); ``--attn HQ:HKV:R:CONTEXT:Q,...``
+adds `sparse_attn_decode` at the table's launch on bench_attn's rows, each followed by the
+plain streaming read of the same bytes (`common.row_read_us`' kernel, one row piece per
+program), for the copy-rate rows:
+
+    ncu --clock-control none --section SpeedOfLight --section Occupancy \
+        --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
+        -k regex:'sparse_attn|row_sums' python3 tools/profile_kernels.py --no-router \
+        --decode none --attn 8:1:32:32768:1,16:1:32:32768:1,32:2:32:32768:1
 
     ncu --clock-control none --section SpeedOfLight --section LaunchStats \\
         --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \\
@@ -45,19 +53,60 @@ def profile_router(torch, generated):
 
 
 def parse_scenarios(text: str) -> list:
+    if text == "none":
+        return []
     try:
         return [bench.Scenario(r, ctx, q) for r, ctx, q in common.int_groups(text)]
     except ValueError:
         raise SystemExit(f"--decode: items are R:CONTEXT:Q, got {text!r}") from None
 
 
+def parse_attn_rows(text: str | None) -> list:
+    try:
+        rows = list(common.int_groups(text)) if text else []
+    except ValueError:
+        rows = None
+    if rows is None or any(len(r) != 5 for r in rows):
+        raise SystemExit(f"--attn: items are HQ:HKV:R:CONTEXT:Q, got {text!r}")
+    return rows
+
+
+def profile_attention(torch, generated, rows):
+    """Each row's attention at the table's launch, then the plain read of its KV bytes (as
+    bench_attn judges the copy rate), twice each."""
+    import bench_attn
+
+    _, row_sums = common._latency()
+    for row in rows:
+        Hq, Hkv, R, ctx, Q = row
+        case = bench_attn.make_case(row, "cuda")
+        out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
+        launch = generated.explain_sparse_attn("decode", common.detected_hardware(False),
+                                               "bf16", "bf16", "none", Hq // Hkv,
+                                               bench_attn.D, R * Q * Hkv)
+        print(f"attention {Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: {launch}", flush=True)
+        for _ in range(2):
+            generated.sparse_attn_decode(**case, output=out)
+        rows_read = R * Q * bench_attn.TOPK * Hkv
+        cols = bench_attn.BLOCK * 2 * bench_attn.D * 2 // 4  # one fp32 row per block and head
+        w = torch.randn((rows_read, cols), device="cuda")
+        sums = torch.empty(rows_read, device="cuda")
+        for _ in range(2):
+            row_sums[(rows_read, 1)](w, sums, K=cols, SPLITS=1, BLOCK_K=2048, num_warps=16)
+        del case, out, w, sums
+        common.free_memory()
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--decode", default="1:8192:4",
                    help="decode scenarios R:CONTEXT:Q, comma separated (default 1:8192:4)")
-    p.add_argument("--no-router", action="store_true", help="decode kernels only")
+    p.add_argument("--no-router", action="store_true", help="leave the router out")
+    p.add_argument("--attn", default=None,
+                   help="sparse-attention rows HQ:HKV:R:CONTEXT:Q, comma separated")
     args = p.parse_args(argv)
     scenarios = parse_scenarios(args.decode)
+    attn_rows = parse_attn_rows(args.attn)
     common.setup(False)
     import torch
 
@@ -73,6 +122,7 @@ def main(argv=None):
             fn()
         del inp, fn
         common.free_memory()
+    profile_attention(torch, generated, attn_rows)
     torch.cuda.synchronize()
     print("profile_kernels: done", flush=True)
 
