@@ -376,10 +376,10 @@ def test_launch_compare_restore_writes_a_data_file_that_loads(tmp_path):
     assert run.returncode != 0 and "is not the file the results timed" in run.stderr
 
 
-def test_profile_kernels_reads_attention_rows():
+def test_profile_kernels_reads_attention_rows(monkeypatch):
     """`profile_kernels.py --attn` takes bench_attn's rows as HQ:HKV:R:CONTEXT:Q and refuses
     anything else by name; `--decode none` leaves the decode kernels out."""
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
     import profile_kernels
 
     assert profile_kernels.parse_attn_rows("8:1:32:32768:1,32:2:32:32768:4") == [

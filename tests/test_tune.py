@@ -703,6 +703,14 @@ def test_attention_runs_measured_before_a_bucket_edge_moved_are_chosen_as_now(sm
     assert rows_old == rows_now and report_old == report_now
     spans = {tuple(r["programs"]) for r in rows_now if r["table"] == "sparse_attn_decode"}
     assert {(9, 16), (17, 32)} <= spans and (9, 32) not in spans
+    # a machine that planned 9–32 but lost its 16-program points still counts for 9–16
+    old_runs[1]["points"] = [p for p in old_runs[1]["points"]
+                             if not (p["table"] == "sparse_attn_decode" and " P16" in p["rep"])]
+    rows, report, _ = choose.choose(old_runs, space)
+    spans = {tuple(r["programs"]) for r in rows if r["table"] == "sparse_attn_decode"}
+    assert (9, 16) not in spans and (17, 32) in spans
+    assert any("keep sparse_attn_decode" in line and "9–16" in line and
+               "not measured by GPU-b" in line for line in report), report
 
 
 def test_a_new_target_is_written_and_loads(reg, spec_copy):
@@ -1111,8 +1119,11 @@ def test_benchmarks_time_interleaved_rounds_like_the_tuner(monkeypatch):
 
     monkeypatch.setattr(common, "capture_graph", lambda fn: Graph(fn()))
     monkeypatch.setattr(common, "replay_times", replay_times)
+    settled = []
+    monkeypatch.setattr(common, "settle", lambda replay: settled.append(replay.__self__.name))
     got = common.time_graphs({"a": lambda: "a", "b": lambda: "b"}, reps=30, rounds=5)
     assert drawn == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a", "a", "b"]
     assert got["a"]["rounds"] == [15.0, 5.0, 5.0, 5.0, 5.0] and got["a"]["median_us"] == 5.0
     assert got["b"]["median_us"] == 6.0 and got["b"]["n"] == got["a"]["n"] == 30
     assert got["a"]["p90_us"] == 15.0 and got["b"]["p90_us"] == 6.0  # settle batches dropped
+    assert settled == ["a", "b"] and got["a"]["graph"] and "capture_error" not in got["a"]

@@ -383,7 +383,7 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
 # router GEMM
 
 
-def run_router(args, generated, device, bw, empty_us, reps):
+def run_router(args, generated, device, bw, reps):
     import torch
     import torch.nn.functional as F
     from generated._runtime import DTYPE_KEYS
@@ -403,10 +403,12 @@ def run_router(args, generated, device, bw, empty_us, reps):
         w_dtype, cap = generated.ROUTER_GEMM_LIMITS[(K, N)]
         w = (torch.randn((N, K), generator=g, device=device, dtype=torch.float32)
              * K ** -0.5).to(w_dtype)
-        # the weight read alone (no x, no products), best program layout
+        # the weight read alone (no x, no products), best program layout, less an empty
+        # kernel timed in the same rounds
         try:
-            w_read_t = common.row_read_us(N, K, args.smoke)
-            w_read = w_read_t["median_us"] - empty_us
+            w_read_t = common.row_read_us(N, K, args.smoke,
+                                          beside={"empty": lambda: common.launch_empty(dummy)})
+            w_read = w_read_t["median_us"] - w_read_t["beside"]["empty"]["median_us"]
             common.say(f"   ({K},{N}) weight read alone: " + ", ".join(
                 f"{s} piece(s)/row {common.fmt_us(t)}" for s, t in w_read_t["by_splits"].items())
                 + " µs")
@@ -502,7 +504,7 @@ def main(argv=None):
     json_path = os.path.join(args.out, "bench.json")
     if not args.skip_router:
         try:
-            report["router"] = run_router(args, generated, device, bw, empty, reps)
+            report["router"] = run_router(args, generated, device, bw, reps)
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
             report["errors"].append(f"router: {type(e).__name__}: {e}")

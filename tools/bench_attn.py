@@ -303,7 +303,12 @@ def main(argv=None):
         except Exception as e:  # noqa: BLE001 - (out of memory beside the cache): the floor
             common.say(f"  {label}: no plain-read time ({type(e).__name__}: {str(e)[:200]})")
             read = 0.0
-            us = common.time_op(ours, smoke=args.smoke, reps=args.reps)["median_us"]
+            try:
+                us = common.time_op(ours, smoke=args.smoke, reps=args.reps)["median_us"]
+            except Exception as e2:  # noqa: BLE001 - the other rows still count
+                common.say(f"  {label}: ERROR {type(e2).__name__}: {str(e2)[:300]}")
+                results.append({"row": list(row), "error": f"{type(e2).__name__}: {e2}"})
+                continue
         best = max(floor, read)
         vllm = targets.VLLM_ATTN_US.get(row)
         res = {"row": list(row), "us": us, "floor_us": floor, "share_of_floor": floor / us,

@@ -217,35 +217,47 @@ def time_graph(fn, reps: int = 30, warmup: int = 2, flush: bool = True,
 
 def time_graphs(fns: dict, reps: int = 30, rounds: int = 5, smoke: bool = False) -> dict:
     """name -> time_graph's summary of one call of each of ``fns``, timed interleaved in one
-    process: each captured in a CUDA graph, then ``rounds`` rounds of ``reps // rounds``
-    L2-flushed replays of every graph, the order rotated each round, after a discarded
-    settle round (`tune.measure.interleave`, as the tuner and launch_compare time). The
-    median is the median of the round medians (``rounds`` keeps them); p10/p90/min are over
-    every timed sample. A state that slows every kernel for a while (after heavy work; on
-    one H200 it doubled a sample's share above the fast mode) then costs each op one round
-    at most, instead of one op the whole of its timing. Smoke runs time each fn once with
-    perf_counter."""
+    process: each captured in a CUDA graph (an fn that cannot be captured is timed eagerly,
+    ``graph: False`` and ``capture_error``, as time_graph does) and settled (`settle`), then
+    ``rounds`` rounds of ``reps // rounds`` L2-flushed replays of every graph, the order
+    rotated each round, after a discarded settle round (`tune.measure.interleave`, as the
+    tuner and launch_compare time). The median is the median of the round medians
+    (``rounds`` keeps them); p10/p90/min are over every timed sample. A state that slows
+    every kernel for a while (after heavy work; on one H200 it put a share of 30 replays in a
+    row ~1 µs above the rest) then falls on a round of every op, not on the whole timing of
+    the op that happened to run then. Smoke runs time each fn once with perf_counter."""
     if smoke:
         return {k: time_cpu(fn, reps=1, warmup=0) for k, fn in fns.items()}
-    from tune.measure import interleave  # tools/tune (imports this module)
+    import torch
+    from tools.tune.measure import interleave
 
-    graphs = {k: capture_graph(fn) for k, fn in fns.items()}
+    replays, errors = {}, {}
+    for k, fn in fns.items():
+        try:
+            replays[k] = capture_graph(fn).replay
+        except Exception as e:  # noqa: BLE001 - reported, then eager timing
+            errors[k] = f"{type(e).__name__}: {e}"[:300]
+            torch.cuda.synchronize()
+            replays[k] = fn
+        settle(replays[k])
     per_round = max(1, reps // rounds)
-    samples = {k: [] for k in graphs}
+    samples = {k: [] for k in replays}
 
     def sampler(k):
         def take(n):
-            got = replay_times(graphs[k].replay, n, settled=True)
+            got = replay_times(replays[k], n, settled=True)
             samples[k].append(got)
             return got
         return take
 
-    medians = interleave({k: sampler(k) for k in graphs}, rounds, per_round)
+    medians = interleave({k: sampler(k) for k in replays}, rounds, per_round)
     out = {}
     for k, meds in medians.items():
         out[k] = summarize([t for batch in samples[k][1:] for t in batch])  # settle dropped
-        out[k].update(median_us=statistics.median(meds), rounds=meds, graph=True)
-    del graphs
+        out[k].update(median_us=statistics.median(meds), rounds=meds, graph=k not in errors)
+        if k in errors:
+            out[k]["capture_error"] = errors[k]
+    del replays
     return out
 
 

@@ -8,9 +8,9 @@ adds `sparse_attn_decode` at the table's launch on bench_attn's rows, each follo
 plain streaming read of the same bytes (`common.row_read_us`' kernel, one row piece per
 program), for the copy-rate rows:
 
-    ncu --clock-control none --section SpeedOfLight --section Occupancy \
-        --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
-        -k regex:'sparse_attn|row_sums' python3 tools/profile_kernels.py --no-router \
+    ncu --clock-control none --section SpeedOfLight --section Occupancy \\
+        --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \\
+        -k regex:'sparse_attn|row_sums' python3 tools/profile_kernels.py --no-router \\
         --decode none --attn 8:1:32:32768:1,16:1:32:32768:1,32:2:32:32768:1
 
     ncu --clock-control none --section SpeedOfLight --section LaunchStats \\

@@ -22,7 +22,6 @@ on the H200 (sessions 1-4; git history of NOTES.md).
 from __future__ import annotations
 
 import itertools
-import json
 import re
 
 from codegen.families import router_gemm as rg
@@ -574,28 +573,31 @@ class Space:
         """``run`` with its attention points filed under the current program buckets: a run
         measured before a bucket edge moved (9–32 became 9–16 and 17–32) is chosen as if
         measured now. A point's program count is its ``programs`` field, or in runs written
-        before that field, the P of its label (`attn_rep_label`). A planned bucket becomes the
-        buckets its measured points now fall in."""
-        moved, points = {}, []
+        before that field, the P of its label (`attn_rep_label`). A planned bucket becomes
+        every current bucket its program range overlaps, so a machine that planned the old
+        bucket but lost some of its points still counts as missing them."""
+        attn = set(ATTN_TABLES.values())
+        points = []
         for point in run["points"]:
-            if point["table"] not in ATTN_TABLES.values():
-                points.append(point)
-                continue
-            programs = point.get("programs") or int(re.search(r" P(\d+)\b", point["rep"])[1])
-            old = point["buckets"][0]
-            inputs = {k: v for k, v in old.items() if k != "programs"}
-            new = as_json(self.attn_bucket(inputs, programs))
-            moved.setdefault(point["table"] + json.dumps(old, sort_keys=True), []).append(new)
-            points.append({**point, "buckets": [new]})
-        planned = []
-        for entry in run.get("planned", []):
-            news = moved.get(entry["table"] + json.dumps(entry["bucket"], sort_keys=True),
-                             [entry["bucket"]])
-            for b in news:
-                if {"table": entry["table"], "bucket": b} not in planned:
-                    planned.append({"table": entry["table"], "bucket": b})
+            if point["table"] in attn:
+                programs = point.get("programs") or int(
+                    re.search(r" P(\d+)\b", point["rep"])[1])
+                inputs = {k: v for k, v in point["buckets"][0].items() if k != "programs"}
+                point = {**point, "buckets": [as_json(self.attn_bucket(inputs, programs))]}
+            points.append(point)
         out = {**run, "points": points}
         if "planned" in run:
+            planned = []
+            for entry in run["planned"]:
+                news = [entry["bucket"]]
+                if entry["table"] in attn:
+                    lo, hi = entry["bucket"]["programs"]
+                    news = [{**entry["bucket"], "programs": [b_lo, b_hi]}
+                            for b_lo, b_hi in self.attn_buckets
+                            if (hi is None or b_lo <= hi) and (b_hi is None or lo <= b_hi)]
+                for b in news:
+                    if {"table": entry["table"], "bucket": b} not in planned:
+                        planned.append({"table": entry["table"], "bucket": b})
             out["planned"] = planned
         return out
 
