@@ -1,7 +1,7 @@
 """Device study: where the time of the latency-bound sparse-attention rows goes. Variants of
 generated/sparse_attn.py, each built by replacing one piece of the split kernel's source text
-(no merge, no arrival atomic, no K/V traffic, no block-table load, the split kernel without
-its merge kernel), timed interleaved with the kernel as generated, the kernel with its merge in
+(no merge, no arrival atomic, no K/V traffic, no block-table load, no per-step pick of the
+block out of the list, the split kernel without its merge kernel), timed interleaved with the kernel as generated, the kernel with its merge in
 a second kernel (``merge_kernel``) and an empty kernel (graph replay, L2 flushed) on the rows
 where vLLM is ahead or the copy rate is missed; with each row, a plain read of its KV bytes
 (bench_attn's floor). The source variants' outputs are wrong by design: timing only.
@@ -80,6 +80,13 @@ VARIANTS = {
     # only: the output is wrong)
     "no_ids": [("    ids = tl.load(ids_ptr + k_i * stride_ik, mask=k_i < topk, other=-1)\n",
                 "    ids = tl.where(k_i < topk, k_i, -1)\n", 1)],
+    # each step's block and page not picked out of the row's list (a reduction over the list
+    # per step, across the program's warps) but made up from the step's number: every row
+    # still reads its own pages (timing only: the output is wrong)
+    "no_pick": [("        b = tl.sum(tl.where(pick, ids, 0), axis=0)\n"
+                 "        page = tl.sum(tl.where(pick, pages, 0), axis=0)\n",
+                 "        b = entry\n"
+                 "        page = (row * TOPK_P + entry) % num_pages\n", 1)],
     # the generated kernel with its merge_kernel launch option: a second kernel merges (a
     # correct kernel: compare times)
     "merge_kernel": [],
