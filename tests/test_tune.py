@@ -100,7 +100,7 @@ def prefill_us(launch, rep):
 
 def attn_us(variant, params, mode, programs):
     """Optimum: 4 splits, 4 warps, 3 stages, except at 8 programs, where 3 stages cost 3 µs
-    (so the 1–8 bucket, measured at 4 and 8, must take 2); prefill from 513 programs:
+    (so the 3–8 bucket, measured at 4 and 8, must take 2); prefill from 513 programs:
     64-lane tiles, 8 warps."""
     if variant == "sparse_attn_tiled":
         return (10 if programs > 512 else 40) + abs(math.log2(params["lanes"]) - 6) + \
@@ -473,7 +473,11 @@ def test_attention_points_can_be_limited_to_some_program_counts(reg):
     run = measure.Run(space, FakeDevice(), rounds=1, per_round=1, budget_s=-1,
                       say=lambda *a: None)
     run.attention([4, 8])
-    assert {json.dumps(b["bucket"]["programs"]) for b in run.planned} == {"[1, 8]"}
+    assert {json.dumps(b["bucket"]["programs"]) for b in run.planned} == {"[3, 8]"}
+    # one and two programs: only the one-KV-head layouts (P programs are P / Hkv rows)
+    small = space.attn_points([1, 2])
+    assert small and all(H == 1 for _, _, _, H in small)
+    assert {(i["group"], P) for _, i, P, _ in small} == {(16, 1), (16, 2), (8, 1), (8, 2)}
 
 
 def test_attention_buckets_are_measured_at_each_served_head_count(reg):
@@ -657,7 +661,7 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
             assert row.choice == "sparse_attn_split" and row.params["splits"] != 4, row
         else:  # the worst case over a bucket's representatives
             assert (row.choice, row.params["splits"], row.params["num_stages"]) == \
-                ("sparse_attn_split", 4, 2 if lo == 1 else 3), row
+                ("sparse_attn_split", 4, 2 if lo == 3 else 3), row
     reg = registry.load(str(spec_copy))
     from codegen.policy import lookup
     p = reg.policies["sparse_attn_decode"]

@@ -207,11 +207,13 @@ class Space:
         # programs, the per-token kernel at two splits being 1.2× the best at one end; so are
         # 9–16 and 17–32: G 16 decode at 16 programs took 16 splits with a merge kernel, 13 %
         # faster there than the best single row of 9–32, which took 4 splits for 32 programs
-        # (2026-12-02). Data files chosen before hold one row for each joined range, which
-        # the next tune of these counts splits.)
-        self.attn_buckets = {(1, 8): (4, 8), (9, 16): (16,), (17, 32): (32,), (33, 64): (64,),
-                             (65, 128): (128,), (129, 256): (256,), (257, 512): (512,),
-                             (513, 2048): (1024, 2048), (2049, None): (8192,)}
+        # (2026-12-02); and 1–2 and 3–8: a 1–8 row chosen at 4 and 8 programs was 12 % slower
+        # at one (8 / 1, one request) than the row before it. Data files chosen before hold
+        # one row for each joined range, which the next tune of these counts splits.)
+        self.attn_buckets = {(1, 2): (1, 2), (3, 8): (4, 8), (9, 16): (16,), (17, 32): (32,),
+                             (33, 64): (64,), (65, 128): (128,), (129, 256): (256,),
+                             (257, 512): (512,), (513, 2048): (1024, 2048),
+                             (2049, None): (8192,)}
         self.attn_kv_heads = {16: (4, 1), 8: (1,)}  # the first: the layout labelled plainly
 
     # -- router --------------------------------------------------------------------------------
@@ -561,8 +563,10 @@ class Space:
             reps = [16, 2048]
         if programs:
             reps = [P for P in reps if P in programs]
+        # (P programs at h KV heads are P / h rows: no point where P < h)
         return [(mode, i, P, h) for P in reps for mode in ATTN_TABLES for i in self.attn_inputs
-                if i["group"] in self.attn_kv_heads for h in self.attn_kv_heads[i["group"]]]
+                if i["group"] in self.attn_kv_heads for h in self.attn_kv_heads[i["group"]]
+                if h <= P]
 
     def attn_bucket(self, inputs, programs) -> dict:
         b = next(b for b in self.attn_buckets
