@@ -11,7 +11,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
-from sm90_code import compile_kernel, facts as sass_facts, router as router_kernel  # noqa: E402
+from sm90_code import attention as attention_kernel, compile_kernel, facts as sass_facts, \
+    router as router_kernel  # noqa: E402
 
 from generated import index_fused, index_score, index_topk, sparse_attn  # noqa: E402
 from generated.dispatch import ROUTER_GEMM  # noqa: E402
@@ -98,6 +99,9 @@ def main():
     for block_e in (1, 4):
         facts[f"router_block_e{block_e}"] = router_facts(router_kernel(
             (3072, 256), 4, 1024, 8, "bf16", block_e=block_e))
+    # the attention's K/V tiles on a contiguous cache (the copy-rate rows' launch, G 8)
+    ops = sass_facts(attention_kernel(group=8, kv_tile=64, splits=8, stages=3))["ops"]
+    facts["attention_kv_loads"] = {op: n for op, n in ops.items() if op.startswith("LDG")}
     print(json.dumps(facts))
 
 

@@ -61,3 +61,8 @@ def test_sm90_instructions_follow_their_switches():
     one, tile = facts["router_block_e1"], facts["router_block_e4"]
     assert 0 < tile["sass_barriers"] <= one["sass_barriers"], (one, tile)
     assert tile["spilled"] == one["spilled"] == 0, (one, tile)
+    # the attention streams K/V tiles with 16-byte asynchronous copies into shared memory
+    # (the unit head-dim stride specialised, as the JIT does), not element by element
+    loads = facts["attention_kv_loads"]
+    assert loads.get("LDGSTS.E.BYPASS.128", 0) >= 32, loads
+    assert not any(".U16" in op or ".U8" in op for op in loads), loads

@@ -4,6 +4,7 @@ ptxas and nvdisasm): registers, spills and the SASS instructions by kind, per th
 
     python3 tools/sm90_code.py router --shape 6144x256 --block-m 4 --block-e 2 --block-k 512 --warps 4
     python3 tools/sm90_code.py scorer --q bf16 --cache fp8e4m3 --block-q 4 --warps 4 --stages 3
+    python3 tools/sm90_code.py attention --group 8 --kv-tile 64 --splits 8 --stages 3
 
 Arguments are specialized the way the JIT specializes contiguous, 16-byte aligned tensors:
 aligned pointers, unit strides as constants, the other strides divisible by 16. Reading the
@@ -106,6 +107,28 @@ def scorer(q="bf16", cache="bf16", head_dim=128, heads=1, block_q=1, warps=4, st
         num_warps=warps, num_stages=stages)
 
 
+def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps=4, stages=2,
+              merge_kernel=False, q="bf16", cache="bf16", topk=16):
+    """The sparse-attention split kernel (decode) at one launch, on a contiguous
+    [pages, 2, 128, Hkv, D] cache, its head lanes padded as the launcher pads them."""
+    from generated import sparse_attn
+
+    gh = group // min(head_split, group)
+    gp = max(sparse_attn.MIN_DOT_ROWS, 1 << (gh - 1).bit_length())
+    merge_kernel = merge_kernel and splits > 1
+    return compile_kernel(
+        sparse_attn._sparse_attn_kernel,
+        {"q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "out_ptr": POINTER[q],
+         "part_ptr": "*fp32", "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32"},
+        dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE="decode",
+             SCALES="none", DOT="native", PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
+             MERGE_KERNEL=merge_kernel, LAUNCH_DEPENDENTS=merge_kernel, stride_qd=1,
+             stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1, stride_pl=1),
+        div16=("stride_qt", "stride_qh", "stride_kp", "stride_kh", "stride_kt", "v_off",
+               "stride_ot", "stride_oh"),
+        num_warps=warps, num_stages=stages)
+
+
 def summary(name: str, f: dict) -> str:
     ops = f["ops"]
     shown = sorted(k for k in ops if k.split(".")[0] in (
@@ -134,6 +157,15 @@ def main(argv=None):
     s.add_argument("--block-q", type=int, default=1, help="next_pow2(Qmax)")
     s.add_argument("--warps", type=int, default=4)
     s.add_argument("--stages", type=int, default=2)
+    a = sub.add_parser("attention", help="sparse-attention split kernel (decode)")
+    a.add_argument("--group", type=int, default=16, help="query heads per KV head")
+    a.add_argument("--head-dim", type=int, default=128)
+    a.add_argument("--kv-tile", type=int, default=128, help="keys per step (64 or 128)")
+    a.add_argument("--splits", type=int, default=8)
+    a.add_argument("--head-split", type=int, default=1)
+    a.add_argument("--warps", type=int, default=4)
+    a.add_argument("--stages", type=int, default=2)
+    a.add_argument("--merge-kernel", action="store_true")
     args = p.parse_args(argv)
     common.setup(False)
     os.environ.pop("TRITON_INTERPRET", None)  # the interpreter replaces @triton.jit functions
@@ -143,12 +175,18 @@ def main(argv=None):
                           args.block_e)
         name = (f"router {args.shape} x {args.x} w {args.w} block_m {args.block_m} block_e "
                 f"{args.block_e} block_k {args.block_k} warps {args.warps}")
+    elif args.kernel == "attention":
+        compiled = attention(args.group, args.head_dim, args.kv_tile, args.splits,
+                             args.head_split, args.warps, args.stages, args.merge_kernel)
+        name = (f"attention G {args.group} D {args.head_dim} kv_tile {args.kv_tile} splits "
+                f"{args.splits} head_split {args.head_split} warps {args.warps} stages "
+                f"{args.stages}{' merge kernel' if args.merge_kernel else ''}")
     else:
         compiled = scorer(args.q, args.cache, args.head_dim, 1, args.block_q, args.warps,
                           args.stages)
         name = (f"scorer q {args.q} cache {args.cache} D {args.head_dim} block_q "
                 f"{args.block_q} warps {args.warps} stages {args.stages}")
-    print(summary(name, facts(compiled)))
+    print(summary(name, facts(compiled)) + f"\n  shared memory {compiled.metadata.shared} bytes")
 
 
 if __name__ == "__main__":
