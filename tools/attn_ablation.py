@@ -82,7 +82,8 @@ VARIANTS = {
     "no_ids": [("    ids = tl.load(ids_ptr + k_i * stride_ik, mask=k_i < topk, other=-1)\n",
                 "    ids = tl.where(k_i < topk, k_i, -1)\n", 1)],
     # each step's block and page not picked out of the row's list (a reduction over the list
-    # per step, across the program's warps) but made up from the step's number: every row
+    # per step, in warp shuffles, before the step's addresses exist) but made up from the
+    # step's number: every row
     # still reads its own pages (timing only: the output is wrong)
     "no_pick": [("        b = tl.sum(tl.where(pick, ids, 0), axis=0)\n"
                  "        page = tl.sum(tl.where(pick, pages, 0), axis=0)\n",
