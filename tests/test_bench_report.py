@@ -189,6 +189,25 @@ def test_a_condensed_router_row_keeps_the_time_taken_in_a_row(tmp_path):
     assert "ours_in_a_row_us" not in got[1]
 
 
+def test_router_report_states_how_far_replays_in_a_row_sit_above_the_rounds(tmp_path):
+    """Runs that also timed ours as replays in a row (condensed or not) get a line each: the
+    gap over the rotating rounds' time on vLLM's shapes; runs without it get none."""
+    import router_report
+
+    rows = [_router(3072, 256, 1, 5.0), _router(3072, 256, 4, 6.0), _router(6144, 128, 8, 7.0)]
+    for row, in_a_row in zip(rows, (5.5, 6.1, 7.9)):
+        row["ours_in_a_row"] = {"median_us": in_a_row}
+    run = _write(tmp_path, "run", [], rows)
+    record = tmp_path / "record.json"
+    bench_report.main([run, "--condense", str(record), "--source", "test"])
+    plain = _write(tmp_path, "plain", [], [_router(3072, 256, 1, 5.0)])
+    text = router_report.table([run, str(record), plain])
+    for n in (1, 2):
+        assert f"Run {n}: replays in a row minus rotating rounds, over 3 rows: median +0.50 µs, " \
+               f"from +0.10 to +0.90." in text
+    assert "Run 3:" not in text
+
+
 def test_router_report_judges_every_row_on_the_worst_run(tmp_path):
     """tools/router_report.py: a cell is bold when any run is above vLLM + the slack; the
     counts per run and on every run; F.linear shapes judged by the worst run's speedup."""

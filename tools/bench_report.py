@@ -77,6 +77,8 @@ def load_run(path):
         if "ours_us" in row:
             row.update(x_dtype=row["x"], ours={"median_us": row["ours_us"]},
                        linear={"median_us": row.get("linear_us")})
+            if "ours_in_a_row_us" in row:
+                row["ours_in_a_row"] = {"median_us": row["ours_in_a_row_us"]}
     if "empty_kernel_us" in report:
         report["empty_kernel"] = {"median_us": report["empty_kernel_us"]}
     if report.get("mode") != "smoke":

@@ -10,6 +10,7 @@ checks that the two agree.
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -73,7 +74,25 @@ def table(paths) -> str:
         lines.append(f"Against F.linear(x.float(), w) (worst run per row): "
                      f"{'; '.join(parts)}; at least {targets.ROUTER_LINEAR_SPEEDUP:.0f}× in "
                      f"{fast} of {total} rows.")
+    lines += in_a_row(paths)
     return "\n".join(lines)
+
+
+def in_a_row(paths) -> list:
+    """Runs that also timed ours as replays in a row (how vLLM's reference times were taken):
+    per run, how far that sits above the rotating rounds' time, over vLLM's shapes."""
+    out = []
+    for i, path in enumerate(paths):
+        gaps = [r["ours_in_a_row"]["median_us"] - r["ours"]["median_us"]
+                for r in load_run(path).get("router") or []
+                if (r["K"], r["N"]) in targets.VLLM_ROUTER_SHAPES
+                and "median_us" in (r.get("ours_in_a_row") or {})
+                and "median_us" in (r.get("ours") or {})]
+        if gaps:
+            out.append(f"Run {i + 1}: replays in a row minus rotating rounds, over {len(gaps)} "
+                       f"rows: median {statistics.median(gaps):+.2f} µs, from {min(gaps):+.2f} "
+                       f"to {max(gaps):+.2f}.")
+    return out
 
 
 if __name__ == "__main__":
