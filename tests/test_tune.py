@@ -1115,8 +1115,8 @@ def test_benchmarks_time_interleaved_rounds_like_the_tuner(monkeypatch):
 
     drawn = []
 
-    def replay_times(replay, n, settled):
-        assert settled  # the settle round is interleave's, not replay_times'
+    def replay_times(replay, n, flush_mode, settled):
+        assert settled and flush_mode is None  # the settle round is interleave's
         drawn.append(replay.__self__.name)
         slow = 10.0 if len(drawn) <= 3 else 0.0  # both settle batches and round 1's first
         return [{"a": 5.0, "b": 6.0}[drawn[-1]] + slow] * n
@@ -1124,7 +1124,8 @@ def test_benchmarks_time_interleaved_rounds_like_the_tuner(monkeypatch):
     monkeypatch.setattr(common, "capture_graph", lambda fn: Graph(fn()))
     monkeypatch.setattr(common, "replay_times", replay_times)
     settled = []
-    monkeypatch.setattr(common, "settle", lambda replay: settled.append(replay.__self__.name))
+    monkeypatch.setattr(common, "settle",
+                        lambda replay, flush_mode: settled.append(replay.__self__.name))
     got = common.time_graphs({"a": lambda: "a", "b": lambda: "b"}, reps=30, rounds=5)
     assert drawn == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a", "a", "b"]
     assert got["a"]["rounds"] == [15.0, 5.0, 5.0, 5.0, 5.0] and got["a"]["median_us"] == 5.0

@@ -83,7 +83,9 @@ VARIANTS = {
                 "    ids = tl.where(k_i < topk, k_i, -1)\n", 1)],
     # each step's block and page not picked out of the row's list (a reduction over the list
     # per step, in warp shuffles, before the step's addresses exist) but made up from the
-    # step's number: every row still reads its own pages (timing only: the output is wrong)
+    # step's number: every row still reads its own pages (timing only: the output is wrong).
+    # Rows of one request (Q > 1) then read distinct pages where the kernel's share most of
+    # theirs (less L2 reuse): read it on Q 1 rows
     "no_pick": [("        b = tl.sum(tl.where(pick, ids, 0), axis=0)\n"
                  "        page = tl.sum(tl.where(pick, pages, 0), axis=0)\n",
                  "        b = entry\n"

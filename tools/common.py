@@ -215,7 +215,8 @@ def time_graph(fn, reps: int = 30, warmup: int = 2, flush: bool = True,
     return out
 
 
-def time_graphs(fns: dict, reps: int = 30, rounds: int = 5, smoke: bool = False) -> dict:
+def time_graphs(fns: dict, reps: int = 30, rounds: int = 5, smoke: bool = False,
+                flush_mode: str | None = None) -> dict:
     """name -> time_graph's summary of one call of each of ``fns``, timed interleaved in one
     process: each captured in a CUDA graph (an fn that cannot be captured is timed eagerly,
     ``graph: False`` and ``capture_error``, as time_graph does) and settled (`settle`), then
@@ -225,7 +226,8 @@ def time_graphs(fns: dict, reps: int = 30, rounds: int = 5, smoke: bool = False)
     (``rounds`` keeps them); p10/p90/min are over every timed sample. A state that slows
     every kernel for a while (after heavy work; on one H200 it put a share of 30 replays in a
     row ~1 µs above the rest) then falls on a round of every op, not on the whole timing of
-    the op that happened to run then. Smoke runs time each fn once with perf_counter."""
+    the op that happened to run then. ``flush_mode``: how L2 is emptied (`flush_l2`). Smoke
+    runs time each fn once with perf_counter."""
     if smoke:
         return {k: time_cpu(fn, reps=1, warmup=0) for k, fn in fns.items()}
     import torch
@@ -239,13 +241,13 @@ def time_graphs(fns: dict, reps: int = 30, rounds: int = 5, smoke: bool = False)
             errors[k] = f"{type(e).__name__}: {e}"[:300]
             torch.cuda.synchronize()
             replays[k] = fn
-        settle(replays[k])
+        settle(replays[k], flush_mode=flush_mode)
     per_round = max(1, reps // rounds)
     samples = {k: [] for k in replays}
 
     def sampler(k):
         def take(n):
-            got = replay_times(replays[k], n, settled=True)
+            got = replay_times(replays[k], n, flush_mode=flush_mode, settled=True)
             samples[k].append(got)
             return got
         return take

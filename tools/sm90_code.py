@@ -30,16 +30,17 @@ POINTER = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32", "fp8e4m3": "*fp8e4
 
 def compile_kernel(kernel, pointer_types: dict, constexprs: dict, *, aligned=True,
                    div16=(), **options):
-    """``kernel`` compiled for sm_90. Pointer arguments default to ``*i32`` and integer ones to
-    ``i32``; ``aligned``: every pointer 16-byte aligned; ``div16``: integer arguments known to
-    be multiples of 16 (as the JIT specializes them)."""
+    """``kernel`` compiled for sm_90. ``pointer_types`` types any argument (a float scalar:
+    "fp32"); other pointer arguments default to ``*i32`` and the rest to ``i32``;
+    ``aligned``: every pointer 16-byte aligned; ``div16``: integer arguments known to be
+    multiples of 16 (as the JIT specializes them)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     names = kernel.arg_names
-    signature = {n: ("constexpr" if n in constexprs else
-                     pointer_types.get(n, "*i32") if n.endswith("_ptr") else "i32")
+    signature = {n: ("constexpr" if n in constexprs else pointer_types[n] if n in pointer_types
+                     else "*i32" if n.endswith("_ptr") else "i32")
                  for n in names}
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in names
              if (aligned and signature[n].startswith("*")) or n in div16}
@@ -119,7 +120,8 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
     return compile_kernel(
         sparse_attn._sparse_attn_kernel,
         {"q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "out_ptr": POINTER[q],
-         "part_ptr": "*fp32", "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32"},
+         "part_ptr": "*fp32", "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32",
+         "sm_scale": "fp32"},
         dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE="decode",
              SCALES="none", DOT="native", PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
              MERGE_KERNEL=merge_kernel, LAUNCH_DEPENDENTS=merge_kernel, stride_qd=1,
