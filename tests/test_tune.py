@@ -1132,3 +1132,29 @@ def test_benchmarks_time_interleaved_rounds_like_the_tuner(monkeypatch):
     assert got["b"]["median_us"] == 6.0 and got["b"]["n"] == got["a"]["n"] == 30
     assert got["a"]["p90_us"] == 15.0 and got["b"]["p90_us"] == 6.0  # settle batches dropped
     assert settled == ["a", "b"] and got["a"]["graph"] and "capture_error" not in got["a"]
+
+
+def test_benchmarks_time_an_uncapturable_op_eagerly(monkeypatch):
+    """An op that cannot be captured in a CUDA graph is timed by eager calls in the same
+    rounds and says so (``graph`` False, ``capture_error``), as `common.time_graph` does."""
+    import common
+
+    class Graph:
+        def replay(self):
+            pass
+
+    def capture(fn):
+        if fn() == "b":
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return Graph()
+
+    monkeypatch.setattr(common, "capture_graph", capture)
+    monkeypatch.setattr(common, "settle", lambda replay, flush_mode: None)
+    monkeypatch.setattr(common, "replay_times", lambda replay, n, flush_mode, settled: [
+        7.0 if getattr(replay, "__self__", None) is None else 5.0] * n)
+    import torch
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # no device here
+    got = common.time_graphs({"a": lambda: "a", "b": lambda: "b"}, reps=10, rounds=2)
+    assert got["a"]["graph"] and got["a"]["median_us"] == 5.0
+    assert not got["b"]["graph"] and got["b"]["median_us"] == 7.0
+    assert "stream is capturing" in got["b"]["capture_error"]
