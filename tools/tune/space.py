@@ -615,10 +615,11 @@ class Space:
         also 64-key steps at 2, 3 and 4 stages (more of a row's bytes in flight for small
         grids) and a merge kernel at 4, 8 and 16 splits (G heads in one or two programs); up
         to 64 programs also the G heads shared by 2 or 4 programs at 8 and 16 splits (the
-        last split's merge reads a share of the partials), and shared by 2 with 64-key steps
-        (shared heads at 1 or 2 splits, little or nothing to merge, took 1.2–1.6× the best
-        launch at 32 and 64 programs on 2026-12-02 and are not measured); prefill also the
-        query-tiled kernel at 32, 64 and 128 lanes (at least 16 and G)."""
+        last split's merge reads a share of the partials), shared by 2 with 64-key steps, and
+        two warps at 4–16 splits (shared heads at 1 or 2 splits, little or nothing to merge,
+        took 1.2–1.6× the best launch at 32 and 64 programs on 2026-12-02 and are not
+        measured); prefill also the query-tiled kernel at 32, 64 and 128 lanes (at least 16
+        and G)."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
         last = dict(merge_kernel=False)  # the last split to finish merges
         whole = dict(kv_tile=self.block, head_split=1, **last)
@@ -641,6 +642,11 @@ class Space:
             cands += [(A_SPLIT, dict(splits=k, kv_tile=self.block // 2, head_split=2, **last,
                                      num_warps=4, num_stages=2))
                       for k in (4, 8, 16) if inputs["group"] >= 2]
+            # two warps: each key step's softmax reductions and P·V layout change (about nine
+            # barriers per step at four warps: `sm90_code.py attention`) wait on half as many
+            cands += [(A_SPLIT, dict(splits=k, kv_tile=t, head_split=1, **last, num_warps=2,
+                                     num_stages=st))
+                      for k in (4, 8, 16) for t, st in ((self.block, 2), (self.block // 2, 3))]
         if mode == "prefill":
             cands += [(A_TILED, dict(lanes=n, num_warps=w, num_stages=2))
                       for n in (32, 64, 128) for w in (4, 8)
