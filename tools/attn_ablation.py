@@ -90,6 +90,40 @@ VARIANTS = {
                  "        page = tl.sum(tl.where(pick, pages, 0), axis=0)\n",
                  "        b = entry\n"
                  "        page = (row * TOPK_P + entry) % num_pages\n", 1)],
+    # the compacted list written once (to the start of this program's own partial slot, which
+    # it overwrites with its partial at the end), each step's block and page read back by two
+    # scalar loads, which the pipeliner issues stages ahead like the K/V tiles: no reduction
+    # per step (a correct kernel while the kernel splits: compare bits and times)
+    "scratch_pick": [
+        ("    for u in range(first, last):\n",
+         "    HQ0 = num_kv_heads * G\n"
+         "    own = (split * num_rows.to(tl.int64) * HQ0 + row.to(tl.int64) * HQ0 + g * G\n"
+         "           + tl.program_id(0) % HS * GH) * D\n"
+         "    scr = (part_ptr + own).to(tl.pointer_type(tl.int32))\n"
+         "    tl.store(scr + rank, pages, mask=usable)\n"
+         "    tl.store(scr + TOPK_P + rank, ids, mask=usable)\n"
+         "    tl.debug_barrier()\n"
+         "    for u in range(first, last):\n", 1),
+        ("        b = tl.sum(tl.where(pick, ids, 0), axis=0)\n"
+         "        page = tl.sum(tl.where(pick, pages, 0), axis=0)\n",
+         "        b = tl.load(scr + TOPK_P + entry)\n"
+         "        page = tl.load(scr + entry)\n", 1),
+        ("        pick = usable & (rank == entry)\n", "", 1)],
+    # the list compacted once before the loop (entry j's block and page at place j), each
+    # step's pair taken by tl.gather at the step's place (one warp shuffle where every warp
+    # holds the whole list) instead of two masked sums (a tree of shuffles each)
+    "gather_pick": [
+        ("    for u in range(first, last):\n",
+         "    at = usable[:, None] & (rank[:, None] == k_i[None, :])\n"
+         "    cids = tl.sum(tl.where(at, ids[:, None], 0), axis=0)\n"
+         "    cpages = tl.sum(tl.where(at, pages[:, None], 0), axis=0)\n"
+         "    for u in range(first, last):\n", 1),
+        ("        b = tl.sum(tl.where(pick, ids, 0), axis=0)\n"
+         "        page = tl.sum(tl.where(pick, pages, 0), axis=0)\n",
+         "        place = tl.zeros([1], tl.int32) + entry\n"
+         "        b = tl.sum(tl.gather(cids, place, 0), axis=0)\n"
+         "        page = tl.sum(tl.gather(cpages, place, 0), axis=0)\n", 1),
+        ("        pick = usable & (rank == entry)\n", "", 1)],
     # the generated kernel with its merge_kernel launch option: a second kernel merges (a
     # correct kernel: compare times)
     "merge_kernel": [],
@@ -100,7 +134,7 @@ VARIANTS = {
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("splits_first", "merge_kernel", "table_prefetch")
+CORRECT = ("splits_first", "merge_kernel", "table_prefetch", "scratch_pick", "gather_pick")
 
 
 def build(name, edits):
