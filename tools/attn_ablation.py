@@ -1,11 +1,12 @@
 """Device study: where the time of the latency-bound sparse-attention rows goes. Variants of
 generated/sparse_attn.py, each built by replacing one piece of the split kernel's source text
-(no merge, no arrival atomic, no K/V traffic, no block-table load, no per-step pick of the
-block out of the list, the split kernel without its merge kernel), timed interleaved with the
-kernel as generated, the kernel with its merge in a second kernel (``merge_kernel``) and an
-empty kernel (graph replay, L2 flushed) on the rows where vLLM is ahead or the copy rate is
-missed; with each row, a plain read of its KV bytes (bench_attn's floor). The source
-variants' outputs are wrong by design: timing only.
+(no merge, no arrival atomic, no K/V traffic, no block-table load, no per-step pick of the block
+out of the list or that pick done another way, the split kernel without its merge kernel), timed
+interleaved with the kernel as generated, the kernel with its merge in a second kernel
+(``merge_kernel``) and an empty kernel (graph replay, L2 flushed) on the rows where vLLM is
+ahead or the copy rate is missed; with each row, a plain read of its KV bytes (bench_attn's
+floor). Most source variants' outputs are wrong by design (timing only); those in CORRECT
+compute the kernel's result, and the study checks their bits against it.
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
