@@ -125,6 +125,18 @@ VARIANTS = {
          "        b = tl.sum(tl.gather(cids, place, 0), axis=0)\n"
          "        page = tl.sum(tl.gather(cpages, place, 0), axis=0)\n", 1),
         ("        pick = usable & (rank == entry)\n", "", 1)],
+    # each step's block and page packed into one int64 and picked by one masked sum: one
+    # chain of shuffles per step instead of two, and the block (for the step's mask) is then
+    # picked where the page is, stages ahead of its use (a correct kernel)
+    "packed_pick": [
+        ("    for u in range(first, last):\n",
+         "    packed = (ids.to(tl.int64) << 32) | (pages.to(tl.int64) & 0xFFFFFFFF)\n"
+         "    for u in range(first, last):\n", 1),
+        ("        b = tl.sum(tl.where(pick, ids, 0), axis=0)\n"
+         "        page = tl.sum(tl.where(pick, pages, 0), axis=0)\n",
+         "        both = tl.sum(tl.where(pick, packed, 0), axis=0)\n"
+         "        b = (both >> 32).to(tl.int32)\n"
+         "        page = (both & 0xFFFFFFFF).to(tl.int32)\n", 1)],
     # the generated kernel with its merge_kernel launch option: a second kernel merges (a
     # correct kernel: compare times)
     "merge_kernel": [],
@@ -132,10 +144,14 @@ VARIANTS = {
     "split_only": [("        if merge is not None:\n            merge(part, output, *merge_rest)\n",
                     "")],
 }
+# both of the pick's cheaper forms measured so far together: the table row first and one
+# packed pick (a correct kernel while the table is at most 256 blocks wide)
+VARIANTS["packed_prefetch"] = VARIANTS["table_prefetch"] + VARIANTS["packed_pick"]
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("splits_first", "merge_kernel", "table_prefetch", "scratch_pick", "gather_pick")
+CORRECT = ("splits_first", "merge_kernel", "table_prefetch", "scratch_pick", "gather_pick",
+           "packed_pick", "packed_prefetch")
 
 
 def build(name, edits):
