@@ -137,6 +137,13 @@ VARIANTS = {
          "        both = tl.sum(tl.where(pick, packed, 0), axis=0)\n"
          "        b = (both >> 32).to(tl.int32)\n"
          "        page = (both & 0xFFFFFFFF).to(tl.int32)\n", 1)],
+    # the table row's entries loaded as soon as the ids arrive, masked only by the ids'
+    # range (any id inside the table is safe to read), not after the duplicate check and
+    # the position compares, which then run beside the load (a correct kernel)
+    "early_table": [
+        ("    pages = tl.load(table_row_ptr + ids, mask=usable, other=-1)\n",
+         "    pages = tl.load(table_row_ptr + ids, mask=row_ok & (ids >= 0) & (ids < table_width),"
+         "\n                    other=-1)\n", 1)],
     # the generated kernel with its merge_kernel launch option: a second kernel merges (a
     # correct kernel: compare times)
     "merge_kernel": [],
@@ -151,7 +158,7 @@ VARIANTS["packed_prefetch"] = VARIANTS["table_prefetch"] + VARIANTS["packed_pick
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("splits_first", "merge_kernel", "table_prefetch", "scratch_pick", "gather_pick",
-           "packed_pick", "packed_prefetch")
+           "packed_pick", "packed_prefetch", "early_table")
 
 
 def build(name, edits):
