@@ -98,8 +98,11 @@ def test_router_ablation_smoke_builds_and_times_every_variant(tmp_path):
     run = _run([os.path.join("tools", "router_ablation.py"), str(tmp_path), "--smoke"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "router_ablation.json").read_text())
-    assert len(report) == 4 and all(
-        set(r["us"]) == {"empty kernel", "base", "no_x", "no_w", "no_loads"} for r in report)
+    common = {"empty kernel", "F.linear", "base"}
+    assert [r["kernel"] for r in report] == ["per_expert"] * 4 + ["splitk"]
+    assert all(set(r["us"]) == common | {"no_x", "no_w", "no_loads"} for r in report[:4])
+    assert set(report[4]["us"]) == common | {"sk_partials_only", "sk_relaxed", "sk_one_partial",
+                                             "sk_tf32", "sk_no_loads"}
 
 
 def test_launch_compare_times_only_the_rows_whose_launch_changed(tmp_path):

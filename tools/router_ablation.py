@@ -1,14 +1,20 @@
-"""Device study: where the per-expert router kernel's time goes at small M (the rows where
-vLLM's CUDA kernel is ahead). Variants of generated/moe_router.py, each built by replacing one
-load of the kernel's source text (x, or the weight tile, becomes a load of one element: no
-traffic for it),
-run with the sm_90 table's launch of the row and timed interleaved with the kernel as
-generated and an empty kernel (graph replay, L2 flushed). The variants' outputs are wrong by
-design: timing only. If dropping x's loads (every program reads all of x from L2) recovers
-most of the gap to reading the weight alone, x re-reads are what a new kernel must avoid.
+"""Device study: where the router kernels' time goes. Variants of generated/moe_router.py,
+each built by replacing a piece of the kernel's source text, run with the sm_90 table's launch
+of the row and timed interleaved with the kernel as generated, an empty kernel and
+`F.linear(x.float(), w.float())` (graph replay, L2 flushed, rotating rounds). The variants' outputs
+are wrong by design: timing only.
 
-    python3 tools/router_ablation.py OUTDIR            # H200: OUTDIR/router_ablation.json
-    python3 tools/router_ablation.py OUTDIR --smoke    # CPU interpreter, one tiny shape
+- Per-expert rows (`--rows vllm`, the rows where vLLM's CUDA kernel was ahead): x, or the
+  weight tile, becomes a load of one element (no traffic for it). If dropping x's loads (every
+  program reads all of its rows of x from L2) recovers most of the gap to reading the weight
+  alone, x re-reads are what a new kernel must avoid.
+- Split-K rows (`--rows flinear`, the (4096, 192) rows that miss 2× F.linear): the steps of
+  the last-arrival reduction are dropped one at a time (the counter's fence, the partial
+  loads, the whole reduction), the loads made one element, and the products made one TF32
+  pass instead of three: base minus each is what that step costs.
+
+    python3 tools/router_ablation.py OUTDIR [--rows vllm|flinear]   # H200
+    python3 tools/router_ablation.py OUTDIR --smoke    # CPU interpreter, tiny shapes
 """
 import importlib.util
 import json
@@ -40,7 +46,7 @@ X_CONST = ("        x = tl.load(x_ptr + (rows * 0)[:, None, None] + (cols * 0)[N
            "                    mask=row_ok[:, None, None], other=0.0)\n")
 W_CONST = ("        w = tl.load(w_ptr + (experts * 0)[None, :, None]"
            " + (cols * 0)[None, None, :])\n")
-# name -> [(old text, new text)] applied to generated/moe_router.py
+# name -> [(old text, new text)] applied to generated/moe_router.py: per-expert kernel
 VARIANTS = {
     "base": [],
     # x is one element: no x traffic (each program otherwise reads all of its rows from L2)
@@ -50,6 +56,35 @@ VARIANTS = {
     # neither: the launch, the products and the store
     "no_loads": [(X_LOAD, X_CONST), (W_LOAD, W_CONST)],
 }
+
+SK_X_LOAD = ("        x = tl.load(x_ptr + rows[:, None] * HIDDEN_SIZE + k[None, :],\n"
+             "                    mask=row_ok[:, None], other=0.0)\n")
+SK_W_LOAD = ("        w = tl.load(w_ptr + experts[:, None] * HIDDEN_SIZE + k[None, :],\n"
+             "                    mask=expert_ok[:, None], other=0.0)\n")
+SK_X_CONST = ("        x = tl.load(x_ptr + (rows * 0)[:, None] + (k * 0)[None, :],\n"
+              "                    mask=row_ok[:, None], other=0.0)\n")
+SK_W_CONST = ("        w = tl.load(w_ptr + (experts * 0)[:, None] + (k * 0)[None, :],\n"
+              "                    mask=expert_ok[:, None], other=0.0)\n")
+SK_ARRIVE = '        arrived = tl.atomic_add(counter_ptr + nt, 1, sem="acq_rel", scope="gpu")\n'
+SK_SUM = "            for s in tl.static_range(SPLIT_K):\n"
+SK_PRECISION = '"tf32x3" if tf32x3 else "ieee"'
+# the same for the split-K kernel (its launch text too: the precision is an argument)
+SPLITK_VARIANTS = {
+    "base": [],
+    # partials stored, then nothing: no counter, no last-arrival sum
+    "sk_partials_only": [(SK_ARRIVE, "        arrived = nt * 0 - 1\n")],
+    # the counter without its release/acquire fence (a race: timing only)
+    "sk_relaxed": [(SK_ARRIVE, SK_ARRIVE.replace('"acq_rel"', '"relaxed"'))],
+    # the last arrival reads one partial instead of SPLIT_K
+    "sk_one_partial": [(SK_SUM, SK_SUM.replace("SPLIT_K", "1"))],
+    # one TF32 product per term instead of three
+    "sk_tf32": [(SK_PRECISION, '"tf32" if tf32x3 else "ieee"')],
+    # x and w are one element each: the loop's products and the reduction, no traffic
+    "sk_no_loads": [(SK_X_LOAD, SK_X_CONST), (SK_W_LOAD, SK_W_CONST)],
+}
+PARAMS = {"per_expert": ("block_m", "block_e", "block_k", "num_warps", "num_stages"),
+          "splitk": ("block_m", "block_n", "block_k", "split_k", "tf32x3", "num_warps",
+                     "num_stages")}
 
 
 def build(name, edits):
@@ -68,10 +103,24 @@ def build(name, edits):
     return mod
 
 
+ROW_SETS = ("vllm", "flinear")
+ROW_SET = sys.argv[sys.argv.index("--rows") + 1] if "--rows" in sys.argv else "vllm"
+if ROW_SET not in ROW_SETS:
+    sys.exit(f"--rows: one of {', '.join(ROW_SETS)}, got {ROW_SET!r}")
+# the smoke test's split-K launch (the interpreter's table has no split-K row)
+SMOKE_SPLITK = {"block_m": 4, "block_n": 16, "block_k": 64, "split_k": 4, "tf32x3": True,
+                "num_warps": 4, "num_stages": 1}
+
+
 def rows():
+    """(shape, M, x dtype, forced launch or None: the table's)"""
     if SMOKE:
-        return [((4096, 8), m, x) for m in (1, 4) for x in ("bf16", "fp32")]
-    return [(shape, m, x) for shape in ((3072, 256), (6144, 128)) for m in (1, 4, 8, 16)
+        return ([((4096, 8), m, x, None) for m in (1, 4) for x in ("bf16", "fp32")]
+                + [((4096, 192), 4, "fp32", dict(SMOKE_SPLITK, kernel="splitk"))])
+    if ROW_SET == "flinear":
+        return [((4096, 192), m, x, None) for m, x in ((16, "fp32"), (24, "fp32"), (32, "fp32"),
+                                                       (32, "bf16"))]
+    return [(shape, m, x, None) for shape in ((3072, 256), (6144, 128)) for m in (1, 4, 8, 16)
             for x in ("bf16", "fp32")]
 
 
@@ -80,11 +129,12 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     dev = "cpu" if SMOKE else "cuda"
     hw = common.detected_hardware(SMOKE)
-    mods = {n: build(n, e) for n, e in VARIANTS.items()}
+    mods = {"per_expert": {n: build(n, e) for n, e in VARIANTS.items()},
+            "splitk": {n: build(n, e) for n, e in SPLITK_VARIANTS.items()}}
     dummy = torch.zeros(16, dtype=torch.int32, device=dev)
     g = torch.Generator(device=dev).manual_seed(3)
     res, weights = [], {}
-    for (K, N), M, x_dtype in rows():
+    for (K, N), M, x_dtype, forced in rows():
         w_dtype = base.ROUTER_GEMM_LIMITS[(K, N)][0]
         if (K, N) not in weights:
             weights.clear()
@@ -92,15 +142,16 @@ def main():
         w = weights[(K, N)]
         x = torch.randn((M, K), generator=g, device=dev).to(common.torch_dtype(x_dtype))
         out = torch.empty((M, N), dtype=torch.float32, device=dev)
-        launch = base.explain_router_gemm(K, N, M, hw, x_dtype)
-        label = f"({K},{N}) M{M} {x_dtype}"
-        if launch["kernel"] != "per_expert":
-            print(f"{label}: {launch['kernel']} row, skipped", flush=True)
-            continue
-        params = {k: launch[k] for k in ("block_m", "block_e", "block_k", "num_warps", "num_stages")}
-        calls = {"empty kernel": lambda: common.launch_empty(dummy)}
-        for name, mod in mods.items():
-            run = mod.prepare_router_gemm(x, w, **params)
+        launch = forced or base.explain_router_gemm(K, N, M, hw, x_dtype)
+        kernel = launch["kernel"]
+        label = f"({K},{N}) M{M} {x_dtype} {kernel}"
+        params = {k: launch[k] for k in PARAMS[kernel]}
+        calls = {"empty kernel": lambda: common.launch_empty(dummy),
+                 "F.linear": lambda: torch.nn.functional.linear(x.float(), w.float())}
+        for name, mod in mods[kernel].items():
+            prepare = mod.prepare_router_gemm_splitk if kernel == "splitk" \
+                else mod.prepare_router_gemm
+            run = prepare(x, w, **params)
             calls[name] = lambda run=run: run(x, w, out)
         samplers = {}
         for k, fn in calls.items():
@@ -117,7 +168,8 @@ def main():
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"{label} {params}: " + "  ".join(f"{k} {v:.2f}" for k, v in med.items()),
               flush=True)
-        res.append({"shape": [K, N], "M": M, "x_dtype": x_dtype, "launch": params, "us": med})
+        res.append({"shape": [K, N], "M": M, "x_dtype": x_dtype, "kernel": kernel,
+                    "launch": params, "us": med})
         with open(os.path.join(out_dir, "router_ablation.json"), "w") as f:
             json.dump(res, f, indent=1)
     common.free_memory()

@@ -3,6 +3,7 @@
 ptxas and nvdisasm): registers, spills and the SASS instructions by kind, per thread.
 
     python3 tools/sm90_code.py router --shape 6144x256 --block-m 4 --block-e 2 --block-k 512 --warps 4
+    python3 tools/sm90_code.py router-splitk --shape 4096x192 --block-m 32 --block-n 32 --block-k 64 --split-k 16 --stages 3
     python3 tools/sm90_code.py scorer --q bf16 --cache fp8e4m3 --block-q 4 --warps 4 --stages 3
     python3 tools/sm90_code.py attention --group 8 --kv-tile 64 --splits 8 --stages 3
 
@@ -85,6 +86,21 @@ def router(shape=(6144, 256), block_m=4, block_k=512, warps=4, x="bf16", w="fp32
                           num_warps=warps, num_stages=1)
 
 
+def router_splitk(shape=(4096, 192), block_m=32, block_n=32, block_k=64, split_k=16,
+                  tf32x3=True, warps=4, stages=3, x="fp32", w="fp32"):
+    """The router's split-K kernel at one launch row (M is a runtime argument)."""
+    from generated import moe_router
+
+    K, N = shape
+    return compile_kernel(moe_router._router_gemm_splitk_kernel,
+                          {"x_ptr": POINTER[x], "w_ptr": POINTER[w], "out_ptr": "*fp32",
+                           "scratch_ptr": "*fp32", "counter_ptr": "*i32"},
+                          dict(HIDDEN_SIZE=K, NUM_EXPERTS=N, BLOCK_M=block_m, BLOCK_N=block_n,
+                               BLOCK_K=block_k, SPLIT_K=split_k,
+                               PRECISION="tf32x3" if tf32x3 else "ieee"),
+                          num_warps=warps, num_stages=stages)
+
+
 def scorer(q="bf16", cache="bf16", head_dim=128, heads=1, block_q=1, warps=4, stages=2,
            static_chunks=False):
     """The split-K scorer on contiguous inputs, with the products its launcher picks on an
@@ -152,6 +168,17 @@ def main(argv=None):
     r.add_argument("--warps", type=int, default=4)
     r.add_argument("--x", choices=("bf16", "fp32"), default="bf16")
     r.add_argument("--w", choices=("bf16", "fp32"), default="fp32")
+    rs = sub.add_parser("router-splitk", help="split-K router kernel")
+    rs.add_argument("--shape", default="4096x192", help="KxN weight shape")
+    rs.add_argument("--block-m", type=int, default=32)
+    rs.add_argument("--block-n", type=int, default=32)
+    rs.add_argument("--block-k", type=int, default=64)
+    rs.add_argument("--split-k", type=int, default=16)
+    rs.add_argument("--ieee", action="store_true", help="fp32 FMA products, not tf32x3")
+    rs.add_argument("--warps", type=int, default=4)
+    rs.add_argument("--stages", type=int, default=3)
+    rs.add_argument("--x", choices=("bf16", "fp32"), default="fp32")
+    rs.add_argument("--w", choices=("bf16", "fp32"), default="fp32")
     s = sub.add_parser("scorer", help="split-K decode scorer")
     s.add_argument("--q", choices=tuple(POINTER), default="bf16")
     s.add_argument("--cache", choices=tuple(POINTER), default="bf16")
@@ -177,6 +204,13 @@ def main(argv=None):
                           args.block_e)
         name = (f"router {args.shape} x {args.x} w {args.w} block_m {args.block_m} block_e "
                 f"{args.block_e} block_k {args.block_k} warps {args.warps}")
+    elif args.kernel == "router-splitk":
+        K, N = (int(v) for v in args.shape.split("x"))
+        compiled = router_splitk((K, N), args.block_m, args.block_n, args.block_k, args.split_k,
+                                 not args.ieee, args.warps, args.stages, args.x, args.w)
+        name = (f"router split-K {args.shape} x {args.x} w {args.w} block_m {args.block_m} "
+                f"block_n {args.block_n} block_k {args.block_k} split_k {args.split_k} "
+                f"{'ieee' if args.ieee else 'tf32x3'} warps {args.warps} stages {args.stages}")
     elif args.kernel == "attention":
         compiled = attention(args.group, args.head_dim, args.kv_tile, args.splits,
                              args.head_split, args.warps, args.stages, args.merge_kernel)
