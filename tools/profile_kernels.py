@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Kernels to look at under Nsight Compute (ncu) on the H200: the router GEMM as the sm_90
 table launches it at (6144, 128) for M = 1, 8, 32 (per-expert, per-expert, tf32x3 split-K),
-the split-K kernel forced at M = 1 (to compare its main body with the per-expert kernel's),
+the split-K kernel forced at M = 1 (to compare its main body with the per-expert kernel's)
+(``--router KxN:M:X,...`` picks other rows, each followed by `F.linear(x.float(),
+w.float())`: add its cuBLAS kernels to the regex, e.g. 'router_gemm|gemm|splitK'),
 and the two decode kernels at a small context (``--decode R:CONTEXT:Q,...`` picks other decode
 scenarios, ``--decode none`` and ``--no-router`` leave them out); ``--attn HQ:HKV:R:CONTEXT:Q,...``
 adds `sparse_attn_decode` at the table's launch on bench_attn's rows, each followed by the
@@ -29,6 +31,40 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import bench  # noqa: E402
+
+
+def parse_router_rows(text: str) -> list:
+    """'4096x192:32:fp32,...' -> [((4096, 192), 32, "fp32"), ...]"""
+    rows = []
+    for item in text.split(","):
+        try:
+            shape, m, x = item.split(":")
+            k, n = (int(v) for v in shape.split("x"))
+            rows.append(((k, n), int(m), x))
+        except ValueError:
+            raise SystemExit(f"--router: items are KxN:M:X (X bf16 or fp32), got {item!r}") \
+                from None
+        if x not in ("bf16", "fp32"):
+            raise SystemExit(f"--router: X is bf16 or fp32, got {x!r}")
+    return rows
+
+
+def profile_router_rows(torch, generated, rows):
+    """Each row at the table's launch, then F.linear on the same tensors, twice each."""
+    from generated import moe_router as mr
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    for (K, N), M, x_dtype in rows:
+        w_dtype = mr.ROUTER_GEMM_LIMITS[(K, N)][0]
+        w = (torch.randn((N, K), generator=g, device="cuda") * K ** -0.5).to(w_dtype)
+        x = torch.randn((M, K), generator=g, device="cuda").to(common.torch_dtype(x_dtype))
+        print(f"router ({K},{N}) M{M} {x_dtype}: "
+              f"{mr.explain_router_gemm(K, N, M, 'sm_90', x_dtype)}", flush=True)
+        for _ in range(2):
+            generated.router_gemm(x, w)
+        print(f"F.linear ({K},{N}) M{M} {x_dtype}", flush=True)
+        for _ in range(2):
+            torch.nn.functional.linear(x.float(), w.float())
 
 
 def profile_router(torch, generated):
@@ -102,17 +138,23 @@ def main(argv=None):
     p.add_argument("--decode", default="1:8192:4",
                    help="decode scenarios R:CONTEXT:Q, comma separated (default 1:8192:4)")
     p.add_argument("--no-router", action="store_true", help="leave the router out")
+    p.add_argument("--router", default=None,
+                   help="router rows KxN:M:X (X bf16|fp32), comma separated, each followed by "
+                        "F.linear (default: (6144,128) fp32 M 1, 8, 32)")
     p.add_argument("--attn", default=None,
                    help="sparse-attention rows HQ:HKV:R:CONTEXT:Q, comma separated")
     args = p.parse_args(argv)
     scenarios = parse_scenarios(args.decode)
     attn_rows = parse_attn_rows(args.attn)
+    router_rows = parse_router_rows(args.router) if args.router else None
     common.setup(False)
     import torch
 
     import generated
 
-    if not args.no_router:
+    if router_rows:
+        profile_router_rows(torch, generated, router_rows)
+    elif not args.no_router:
         profile_router(torch, generated)
     for sc in scenarios:
         inp = bench.make_decode_inputs(sc, "cuda")
