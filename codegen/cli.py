@@ -9,7 +9,7 @@ import sys
 from . import measured, registry as registry_mod
 from .model import SpecError
 from .policy import Between, describe_point, lookup
-from .render import REGENERATE, render_all
+from .render import render_all
 from .writer import FIX_HINT, check, write
 
 # generated/ of the checkout; None when codegen is installed (never write into site-packages).

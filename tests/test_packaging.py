@@ -235,3 +235,14 @@ def test_python_version_agrees_with_every_dev_pin():
     assert not too_new, f"requires-python >={oldest} is too old for: {'; '.join(too_new)}"
     if not checked:
         pytest.skip("no dev pin is installed at its pinned version")
+
+
+def test_dev_pins_hold_the_build_backend_the_editable_install_uses():
+    """`make` installs the project with --no-build-isolation: the pinned environment must hold
+    a build backend that pyproject's build-system accepts."""
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        needed = [Requirement(r) for r in tomllib.load(f)["build-system"]["requires"]]
+    pins = _dev_pins()
+    for req in needed:
+        assert req.name in pins, f"requirements-dev.txt: no pin for the build backend {req}"
+        assert req.specifier.contains(pins[req.name]), (req, pins[req.name])

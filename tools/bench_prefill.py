@@ -271,7 +271,6 @@ def main(argv=None):
         sys.exit("bench_prefill: --out DIR is required")
     common.setup(args.smoke)
     sys.path.insert(0, os.path.join(common.ROOT, "tests"))
-    import torch
     import generated
 
     device = "cpu" if args.smoke else "cuda"

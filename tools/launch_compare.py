@@ -484,7 +484,7 @@ def main_restore(args) -> None:
         "rule": f"the previous row put back: its launch was faster than the chosen one on "
                 f"every machine and by more than {args.margin:g} at the median"
                 + (" inside sparse_decode_step" if args.judge == "step" else "") + ", timed "
-                f"interleaved (tools/launch_compare.py)",
+                "interleaved (tools/launch_compare.py)",
         "sections": sorted({SECTIONS[table] for table, _, _ in restored}),
         "runs": sorted({run for _, _, runs in restored for run in runs}),
         "machines": machines, "rows": len(restored),
