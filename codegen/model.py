@@ -24,9 +24,13 @@ class Location:
     # A row of a measured target's data file: its table, target and bucket
     # (e.g. "router_gemm row sm_90: shape 6144x128, num_tokens 2–4"), shown after file:line.
     row: str = ""
+    # An object built inside a helper function of the spec file: the top-level line that
+    # called the helper (line is the object's own), shown as "file:line (via :via)".
+    via: int = 0
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}" + (f" ({self.row})" if self.row else "")
+        return (f"{self.file}:{self.line}" + (f" (via :{self.via})" if self.via else "")
+                + (f" ({self.row})" if self.row else ""))
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,20 +57,20 @@ def _relative(path: str) -> str:
 
 
 def caller_location() -> Location:
-    """The spec line that built the object: the outermost frame in the first spec file found
-    outside codegen/ and attrs (so objects built by a helper function in a spec file point at
-    the top-level statement that called it)."""
+    """The spec line that built the object: the innermost frame in the first spec file found
+    outside codegen/ and attrs, and, when that frame is a helper function of the spec file,
+    the top-level statement that called it (``via``)."""
     frame = sys._getframe(1)
     while frame is not None:
         fname = frame.f_code.co_filename
         inside = os.path.abspath(fname).startswith(_HERE + os.sep) or fname.startswith("<attrs")
         if not inside and "/attr/" not in fname and "/attrs/" not in fname:
-            line = frame.f_lineno
+            line = via = frame.f_lineno
             outer = frame.f_back
             while outer is not None and outer.f_code.co_filename == fname:
-                line = outer.f_lineno
+                via = outer.f_lineno
                 outer = outer.f_back
-            return Location(_relative(fname), line)
+            return Location(_relative(fname), line, via=via if via != line else 0)
         frame = frame.f_back
     return Location("<unknown>", 0)
 
@@ -88,6 +92,19 @@ def _spec_name(inst: Any) -> str:
 
 def fail(inst: Any, field: str | None, rule: str) -> None:
     raise SpecError(getattr(inst, "loc", None), _spec_name(inst), field, rule)
+
+
+def distinct_names(specs: tuple) -> tuple:
+    """``specs`` unchanged, after checking that no two share a name (SpecError at the second,
+    naming the first's line). For spec tuples other specs are built from at import time (the
+    hardware targets every policy's hardware axis lists), so that a repeat is reported where
+    it is written rather than in the first axis built from it."""
+    seen: dict = {}
+    for spec in specs:
+        if spec.name in seen:
+            fail(spec, "name", f"two specs with the same name (first at {seen[spec.name].loc})")
+        seen[spec.name] = spec
+    return specs
 
 
 # ---------------------------------------------------------------------------------------------

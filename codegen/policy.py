@@ -91,7 +91,9 @@ class Axis:
             if not self.values:
                 fail(self, "values", "an enum axis needs at least one value")
             if len(set(self.values)) != len(self.values):
-                fail(self, "values", "values must be distinct")
+                twice = sorted({repr(v) for v in self.values if self.values.count(v) > 1})
+                fail(self, "values", f"values must be distinct: {', '.join(twice)} given more "
+                                     f"than once")
         elif self.values:
             fail(self, "values", "only enum axes take values (int axes take lo/hi)")
         elif self.hi is not None and self.hi < self.lo:

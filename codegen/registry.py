@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from . import families
-from .model import Hardware, SpecError, Variant, set_location_root
+from .model import Hardware, SpecError, Variant, distinct_names, set_location_root
 from .policy import FlatRule, Policy, flatten
 
 # A source checkout holds specs/ and generated/ next to codegen/; an installed codegen (in
@@ -59,14 +59,8 @@ def _import_dir(spec_dir: str):
     return modules
 
 
-def _check_unique(objs: list, kind: str) -> dict:
-    out: dict[str, Any] = {}
-    for obj in objs:
-        if obj.name in out:
-            raise SpecError(obj.loc, f"{kind} {obj.name}", "name",
-                            f"two specs with the same name (first at {out[obj.name].loc})")
-        out[obj.name] = obj
-    return out
+def _check_unique(objs: list) -> dict:
+    return {obj.name: obj for obj in distinct_names(tuple(objs))}
 
 
 def load(spec_dir: str | None = None) -> Registry:
@@ -87,7 +81,7 @@ def _load(spec_dir: str) -> Registry:
     for module in _import_dir(spec_dir):
         collected.extend(getattr(module, "SPECS", ()))
 
-    hardware = _check_unique([s for s in collected if isinstance(s, Hardware)], "Hardware")
+    hardware = _check_unique([s for s in collected if isinstance(s, Hardware)])
     for needed in ("generic",):
         if needed not in hardware:
             raise SpecError(None, "Hardware", "name",
@@ -118,14 +112,14 @@ def _load(spec_dir: str) -> Registry:
         raise SpecError(getattr(obj, "loc", None), type(obj).__name__, None,
                         "SPECS may hold only Hardware, Variant, Policy or family spec objects")
 
-    variant_map = _check_unique(variants, "Variant")
+    variant_map = _check_unique(variants)
     for v in variant_map.values():
         for hw in v.hardware:
             if hw not in hardware:
                 raise SpecError(v.loc, f"Variant {v.name}", "hardware",
                                 f"unknown hardware target {hw!r} "
                                 f"(declared: {', '.join(sorted(hardware))})")
-    policy_map = _check_unique(policies, "Policy")
+    policy_map = _check_unique(policies)
     tables = {}
     for policy in policy_map.values():
         hw_axis = policy.axis("hardware")

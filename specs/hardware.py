@@ -4,11 +4,11 @@ gfx950 (tables reproduced from upstream) and generic (the explicit fallback) are
 every measured target declares itself in its data file (specs/measured/<name>.json, written by
 tools/tune from measurements on devices of that target).
 """
-from codegen.model import Hardware
+from codegen.model import Hardware, distinct_names
 
 from .measured_targets import TARGETS
 
-SPECS = (
+SPECS = distinct_names((
     Hardware(name="gfx950", vendor="amd", gcn_arch="gfx950",
              aliases=("mi355x", "mi350x"),
              description="AMD Instinct MI350X/MI355X (CDNA4); policies reproduced from upstream"),
@@ -16,4 +16,4 @@ SPECS = (
     Hardware(name="generic", vendor="any",
              aliases=(),
              description="any other device, and Triton's CPU interpreter: the explicit fallback"),
-)
+))

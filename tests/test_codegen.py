@@ -199,10 +199,15 @@ def test_bad_spec_fails_at_load_time(spec_copy, body, expected):
 
 
 def test_spec_error_names_the_line(spec_copy):
-    message = _load_with(spec_copy, BAD_VARIANT_HEADER + "\n\nSPECS = (\n    variant(doc=3),\n)\n")
-    line = (BAD_VARIANT_HEADER + "\n\nSPECS = (\n    variant(doc=3),\n)\n").splitlines().index(
-        "    variant(doc=3),") + 1
-    assert f"zz_bad.py:{line}: spec 'Variant toy_a', field 'doc'" in message, message
+    """A spec built by a helper function: the helper's line that built it, then the top-level
+    line that called the helper."""
+    text = BAD_VARIANT_HEADER + "\n\nSPECS = (\n    variant(doc=3),\n)\n"
+    message = _load_with(spec_copy, text)
+    lines = text.splitlines()
+    call = lines.index("    variant(doc=3),") + 1
+    built = lines.index("    return Variant(**args)") + 1
+    assert f"zz_bad.py:{built} (via :{call}): spec 'Variant toy_a', field 'doc'" in message, \
+        message
 
 
 def _edit_index_spec(spec_copy, old, new):
@@ -255,6 +260,52 @@ def test_router_block_e_must_divide_num_experts(spec_copy):
     assert "router_gemm_k4096_n8" in message and "field 'launch.generic.block_e'" in message
     assert "16 does not divide num_experts 8 (the kernel has no expert masking)" in message
     assert "router_gemm.py:" in message
+
+
+def _load_error(spec_copy, fname, old, new) -> str:
+    path = spec_copy / fname
+    text = path.read_text()
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new))
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    return str(info.value)
+
+
+def _line_of(spec_copy, fname, snippet) -> int:
+    return next(i for i, line in enumerate((spec_copy / fname).read_text().splitlines(), 1)
+                if snippet in line)
+
+
+def test_router_shape_declared_twice_is_named_at_both_lines(spec_copy):
+    first = "    RouterGemmShape(hidden_size=4096, num_experts=8,"
+    again = ('    RouterGemmShape(hidden_size=4096, num_experts=8, models="again", launch={'
+             '"gfx950": GENERIC, "sm_90": GENERIC, "generic": GENERIC}),')
+    message = _load_error(spec_copy, "router_gemm.py", first, again + "\n" + first)
+    line_again = _line_of(spec_copy, "router_gemm.py", 'models="again"')
+    line_first = line_again + 1
+    assert f"router_gemm.py:{line_first}: spec 'RouterGemmShape router_gemm_k4096_n8', field " \
+           f"'hidden_size/num_experts': shape (4096, 8) is declared twice (first at " \
+           f"specs/router_gemm.py:{line_again})" in message, message
+
+
+def test_router_shape_without_a_table_for_a_target_is_named(spec_copy):
+    message = _load_error(spec_copy, "router_gemm.py", '**measured(4096, 8), "generic": GENERIC}',
+                          "**measured(4096, 8)}")
+    line = _line_of(spec_copy, "router_gemm.py", "hidden_size=4096, num_experts=8,")
+    assert f"router_gemm.py:{line}: spec 'RouterGemmShape router_gemm_k4096_n8', field 'launch': " \
+           f"no launch table for hardware 'generic'" in message, message
+
+
+def test_hardware_declared_twice_is_named_where_written(spec_copy):
+    last = '    Hardware(name="generic", vendor="any",'
+    message = _load_error(spec_copy, "hardware.py", last,
+                          '    Hardware(name="gfx950", vendor="amd", gcn_arch="gfx950", '
+                          'description="again"),\n' + last)
+    first = _line_of(spec_copy, "hardware.py", 'Hardware(name="gfx950", vendor="amd",')
+    again = _line_of(spec_copy, "hardware.py", 'description="again"')
+    assert f"hardware.py:{again}: spec 'Hardware gfx950', field 'name': two specs with the " \
+           f"same name (first at specs/hardware.py:{first})" in message, message
 
 
 # A generic split-K row replacing the last generic bucket (17–32) of every router shape.

@@ -248,6 +248,18 @@ def expand(specs: tuple, hardware: dict):
                         "exactly one RouterGemmFamily spec is required")
     family = fam[0]
     tensors = (family.hidden_states, family.router_weight, family.logits)
+    seen = {}
+    for shape in shapes:
+        key = (shape.hidden_size, shape.num_experts)
+        if key in seen:
+            fail(shape, "hidden_size/num_experts", f"shape {key} is declared twice (first at "
+                                                   f"{seen[key].loc})")
+        seen[key] = shape
+        missing = [hw for hw in hardware if hw not in shape.launch]
+        if missing:
+            fail(shape, "launch", f"no launch table for hardware {', '.join(map(repr, missing))}"
+                                  f" (every shape needs one per declared target: "
+                                  f"{', '.join(hardware)})")
     variants, rules, outside = [], [], []
     for shape in sorted(shapes, key=lambda s: (s.hidden_size, s.num_experts)):
         key = (shape.hidden_size, shape.num_experts)
@@ -264,7 +276,7 @@ def expand(specs: tuple, hardware: dict):
                                    reason=f"num_tokens: the {key} router GEMM serves at most "
                                           f"{cap} tokens", loc=shape.loc))
         common = dict(family=NAME, template=TEMPLATE, output=OUTPUT,
-                      hardware=tuple(h for h in hardware if h in shape.launch),
+                      hardware=tuple(hardware),
                       tensors=tensors, loc=shape.loc)
         for kernel, params, what in ((PER_EXPERT, PARAMS, "fp32 router GEMM"),
                                      (SPLITK, SPLITK_PARAMS, "fp32 split-K router GEMM (tl.dot)")):
