@@ -43,6 +43,7 @@ CACHE_DTYPES = ("bf16", "fp16", "fp8e4m3", "fp32")
 HEAD_DIMS = (16, 32, 64, 128, 256)
 NUM_HEADS = (1, 2, 4)
 MAX_TOPK = dict(CONSTANTS)["MAX_TOPK"]
+MAX_SPARSE_BLOCKS = dict(CONSTANTS)["MAX_SPARSE_BLOCKS"]
 
 # The decode shape measured targets are tuned for by default (MiniMax-M3's indexer: bf16 query
 # and cache, head_dim 128, one index head, top-16 blocks): tools/bench times it and tools/tune
@@ -281,7 +282,7 @@ SPECS += [
                Axis(name="head_dim", kind="enum", values=HEAD_DIMS, doc="index head dim D"),
                Axis(name="num_reqs", kind="int", lo=1, doc="decode requests R (R = 0 launches "
                                                              "nothing)"),
-               Axis(name="max_block", kind="int", lo=0, hi=65534,
+               Axis(name="max_block", kind="int", lo=0, hi=MAX_SPARSE_BLOCKS - 1,
                     doc="cdiv(max_seq_len, 128): score-row capacity"),
                Axis(name="num_heads", kind="enum", values=NUM_HEADS, doc="local index heads H"),
                Axis(name="max_q", kind="int", lo=1, hi=8,
@@ -296,7 +297,7 @@ SPECS += [
            axes=(
                Axis(name="hardware", kind="enum", values=HARDWARE, doc="normalized target"),
                Axis(name="topk", kind="int", lo=1, hi=MAX_TOPK, doc="blocks selected per row"),
-               Axis(name="max_block", kind="int", lo=0, hi=65534,
+               Axis(name="max_block", kind="int", lo=0, hi=MAX_SPARSE_BLOCKS - 1,
                     doc="cdiv(max_seq_len, 128): score-row capacity"),
                Axis(name="rows_x_heads", kind="int", lo=1, doc="total_q · H"),
            ),

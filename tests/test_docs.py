@@ -126,3 +126,27 @@ def test_every_result_of_record_is_named_where_its_numbers_are_used():
                 not any(last in b.split(",") for b in braces):
             unnamed.append(name)
     assert not unnamed, f"results of record no document names: {unnamed}"
+
+
+# docs/KERNELS.md §1's names for the specs' contract constants
+CONSTANT_NAMES = {"SPARSE_BLOCK_SIZE": "SPARSE_BLOCK_SIZE",
+                  "PAGES_PER_SPARSE_BLOCK": "PAGES_PER_SPARSE_BLOCK",
+                  "INIT_SCORE": "FORCED_INIT_SCORE", "LOCAL_SCORE": "FORCED_LOCAL_SCORE",
+                  "NaN stand-in": "NAN_SCORE", "MAX_SPARSE_BLOCKS": "MAX_SPARSE_BLOCKS",
+                  "MAX_TOPK": "MAX_TOPK"}
+
+
+def test_contract_constants_table_states_the_specs_values():
+    """§1's table and specs/index_decode.py's CONSTANTS (what the generated code bakes in)
+    give the same values."""
+    from specs.index_decode import CONSTANTS
+
+    with open(CONTRACT, encoding="utf-8") as f:
+        section = f.read().split("## 1.", 1)[1].split("\n## ", 1)[0]
+    stated = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in CONSTANT_NAMES:
+            stated[CONSTANT_NAMES[cells[0]]] = float(cells[1].split()[0].replace("−", "-"))
+    assert set(stated) == set(CONSTANT_NAMES.values())
+    assert stated == {k: v for k, v in CONSTANTS if k in stated}

@@ -271,6 +271,17 @@ def spec_copy(tmp_path):
 # space: facts from the registry
 
 
+def test_readme_states_the_router_token_buckets_the_tuner_measures(sm90):
+    import re
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "README.md"), encoding="utf-8") as f:
+        text = " ".join(f.read().split())
+    (stated,) = re.findall(r"Router buckets end at ([\d, ]+ and \d+) tokens", text)
+    ends = [int(v) for v in re.findall(r"\d+", stated)]
+    assert ends == [hi for _, hi in sm90.token_buckets], (stated, sm90.token_buckets)
+
+
 def test_space_takes_its_facts_from_the_registry(reg, sm90):
     router = {a.name: a for a in reg.policies["router_gemm"].axes}
     assert sm90.max_tokens == router["num_tokens"].hi == 32

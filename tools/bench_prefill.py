@@ -23,9 +23,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from specs.index_decode import CONSTANTS  # noqa: E402
 from tools import common, targets  # noqa: E402
 
-BLOCK = 128
+BLOCK = dict(CONSTANTS)["SPARSE_BLOCK_SIZE"]
 D = 128
 TOPK = 16
 INIT_BLOCKS, LOCAL_BLOCKS = 0, 1

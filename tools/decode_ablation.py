@@ -29,6 +29,7 @@ import torch  # noqa: E402
 
 import bench  # noqa: E402
 import generated  # noqa: E402
+from specs.index_decode import SPECS as DECODE_SPECS  # noqa: E402
 from tune.measure import interleave  # noqa: E402
 
 # name -> {file of generated/: [(old text, new text)]}
@@ -53,7 +54,9 @@ VARIANTS = {
         ("    if EMIT_SPARSE_TABLE and PREFETCH_L2 and not PAGES_IN_REGS:\n", "    if False:\n")]},
 }
 SCORE_KEYS = ("kv_chunks", "high_batch", "static_chunks", "num_warps", "num_stages")
-FUSED_MAX_TILE = 512  # index_decode_fused's largest topk_tile (specs/index_decode.py)
+# index_decode_fused's largest topk_tile (its spec's parameter)
+FUSED_MAX_TILE = next(p.maximum for v in DECODE_SPECS if getattr(v, "name", "") ==
+                      "index_decode_fused" for p in v.params if p.name == "topk_tile")
 
 
 def build(name, edits, tmp):
