@@ -368,3 +368,39 @@ def test_gpu_full_size(prefix, qlen, H, q, cache):
             vals[max(nb - 1, 0):] = float("inf")
             if kth_gap(vals, nb, topk) > GAP_REL:
                 assert torch.equal(two[h, row].cpu(), ref_ids[h, row]), (h, row)
+
+
+def test_a_max_query_len_past_the_tokens_is_the_token_count():
+    """No request has more rows than the batch has tokens: a larger max_query_len (2³¹ − 1
+    here) gives the same scores and ids as the true one, without a grid that large."""
+    inp = make_inputs([130, 10], [5, 3], seed=11)
+    want = generated.index_prefill(**inp, topk=4, init_blocks=0, local_blocks=1)
+    want_score = generated.index_prefill_score(**inp)
+    huge = dict(inp, max_query_len=(1 << 31) - 1)
+    assert torch.equal(generated.index_prefill(**huge, topk=4, init_blocks=0, local_blocks=1),
+                       want)
+    for launch in (TWO, stream(16)):
+        assert torch.equal(pi.index_prefill_with_launch(launch, **huge, topk=4, init_blocks=0,
+                                                        local_blocks=1), want)
+    score = generated.index_prefill_score(**huge)
+    known = ~torch.isnan(ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"]))
+    width = known.shape[2]  # (the columns §7 leaves unspecified hold anything)
+    assert known.any() and torch.equal(score[:, :, :width][known], want_score[:, :, :width][known])
+    assert torch.equal(generated.index_prefill_topk(score, inp["cu_seqlens_q"],
+                                                    inp["prefix_lens"], (1 << 31) - 1, 4, 0, 1),
+                       want)
+
+
+def test_positions_past_int32_see_the_whole_capacity():
+    """prefix_lens[r] + row past 2³¹ − 1 (an inconsistent prefix: int32 seq_lens cannot hold
+    such a position) saturates instead of wrapping to a negative, empty row: the rows select
+    exactly as with any prefix past the capacity."""
+    inp = make_inputs([130, 10], [5, 3], seed=12)
+    lens = torch.tensor([(1 << 31) - 1, 13], dtype=torch.int32, device=DEVICE)
+    got, want = ({"prefix_lens": torch.tensor([p, 10], dtype=torch.int32, device=DEVICE)}
+                 for p in ((1 << 31) - 3, 10 ** 6))
+    for launch in (TWO, stream(16)):
+        ids = [pi.index_prefill_with_launch(launch, **dict(inp, seq_lens=lens, **d), topk=4,
+                                            init_blocks=0, local_blocks=1)
+               for d in (got, want)]
+        assert torch.equal(ids[0], ids[1]) and bool((ids[0][:, :5] >= 0).any())

@@ -286,6 +286,14 @@ def test_scalar_ranges_named():
     for name, bad in (("topk", 0), ("init_blocks", -1), ("local_blocks", -2),
                       ("max_seq_len", -1), ("decode_query_len", 0)):
         assert_named(ValueError, name, generated.index_decode, **{**base, name: bad})
+    # past int64 no kernel argument can hold the value (2⁶³ was taken as unsigned)
+    for name in ("init_blocks", "local_blocks"):
+        for bad in (1 << 63, (1 << 64) + 5):
+            assert_named(ValueError, name, generated.index_decode, **{**base, name: bad})
+    assert_named(ValueError, "init_blocks", generated.index_decode_scores,
+                 **{k: base[k] for k in ("idx_q", "index_kv_cache", "block_table", "seq_lens",
+                                         "max_seq_len", "local_blocks", "decode_query_len",
+                                         "max_decode_query_len")}, init_blocks=1 << 63)
 
 
 # ---- values that index memory ------------------------------------------------------------------
@@ -468,3 +476,22 @@ def test_router_storage_offset_and_types():
         for bad in NOT_TENSORS:  # neither the kernel nor the F.linear fallback takes them
             assert_named(TypeError, "hidden_states", fn, hidden_states=bad, router_weight=w)
             assert_named(TypeError, "router_weight", fn, hidden_states=x, router_weight=bad)
+
+
+def test_router_logits_names_what_the_linear_fallback_cannot_take():
+    """Tensors the kernel does not take go to F.linear, which raises a RuntimeError for shapes
+    or devices it cannot multiply: router_logits refuses those by name first, and keeps the
+    fallback for everything it can (other shapes, batch dims, dtypes)."""
+    K, N = ROUTER_SHAPE
+    w = torch.randn((N, K), device=DEVICE)
+    x = torch.randn((3, K), device=DEVICE)
+    for kwargs, name in ((dict(hidden_states=x[:, :-1], router_weight=w),
+                          "hidden_states/router_weight"),
+                         (dict(hidden_states=x, router_weight=w[None]), "router_weight"),
+                         (dict(hidden_states=x, router_weight=w.to("meta")), "router_weight")):
+        assert_named(ValueError, name, generated.router_logits, **kwargs)
+    batched = torch.randn((2, 3, K), device=DEVICE)
+    torch.testing.assert_close(generated.router_logits(batched, w), batched @ w.T, **ROUTER_TOL)
+    odd, w_odd = torch.randn((5, 40), device=DEVICE), torch.randn((6, 40), device=DEVICE)
+    torch.testing.assert_close(generated.router_logits(odd, w_odd.double()), odd @ w_odd.T,
+                               **ROUTER_TOL)

@@ -7,6 +7,7 @@ on small shapes; the GPU at MiniMax-M3 sizes (marked gpu).
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -785,3 +786,91 @@ def test_gpu_prefill_both_variants_full_size(Hkv, G):
         sa.sparse_attn_with_launch(launch, "prefill", q, kv, ids, table, cu, lens, pre, chunk,
                                    Hkv, D ** -0.5, out)
         check(out[rows], ref)
+
+
+def test_topk_wider_than_the_indexer_selects_is_refused_by_name():
+    """A block list wider than MAX_TOPK (the split kernel compares a row's ids pairwise) is a
+    ValueError naming topk_idx, in both entries; MAX_TOPK itself is served."""
+    case, _ = decode_case([300, 140], Q=1, Hkv=1, G=4, topk=4, seed=31)
+    out = torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE)
+    want = generated.sparse_attn_decode(**case, output=out).clone()
+    for width, ok in ((sk.MAX_TOPK, True), (sk.MAX_TOPK + 1, False)):
+        ids = torch.full((1, 2, width), -1, dtype=torch.int32, device=DEVICE)
+        ids[..., :4] = case["topk_idx"]
+        if ok:
+            got = generated.sparse_attn_decode(**dict(case, topk_idx=ids),
+                                               output=torch.zeros_like(out))
+            torch.testing.assert_close(got, want, rtol=0, atol=2e-2)
+            continue
+        with pytest.raises(ValueError, match=r"^topk_idx: .*topk in 1\.\.512"):
+            generated.sparse_attn_decode(**dict(case, topk_idx=ids), output=out)
+        cu = torch.tensor([0, 1, 2], dtype=torch.int32, device=DEVICE)
+        with pytest.raises(ValueError, match=r"^topk_idx: "):
+            generated.sparse_attn_prefill(case["q"], case["kv"], ids, case["block_table"], cu,
+                                          case["seq_lens"], case["seq_lens"] - 1, 1, 1, 0.125,
+                                          out)
+
+
+def test_sm_scale_is_validated_whatever_the_plan_cache_holds():
+    """A refused sm_scale stays refused after a call with the same number (the plan key
+    spells the float out, so it must never stand for a value of another type), and an int too
+    large for a float is a ValueError naming it."""
+    case, _ = decode_case([200, 10], Q=1, Hkv=1, G=4, seed=32)
+    out = torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE)
+    generated.sparse_attn_decode(**dict(case, sm_scale=0.125), output=out)
+    for bad in ("0.125", np.float32(0.125), torch.tensor([0.125])):
+        with pytest.raises(TypeError, match="^sm_scale: "):
+            generated.sparse_attn_decode(**dict(case, sm_scale=bad), output=out)
+    with pytest.raises(ValueError, match="^sm_scale: "):
+        generated.sparse_attn_decode(**dict(case, sm_scale=10 ** 400), output=out)
+
+
+def test_decode_step_names_its_own_arguments():
+    """Errors about the ids name the step's topk_out (or idx_q, whose device the ids take when
+    no topk_out is given), not the two calls' topk_idx / out."""
+    g = torch.Generator().manual_seed(33)
+    R, Q, Hkv, G, D, Didx, topk, W = 1, 1, 1, 4, 64, 16, 4, 4
+    idx_q = torch.randn((R * Q, Hkv, Didx), generator=g).bfloat16().to(DEVICE)
+    idx_cache = torch.randn((W + 1, BLOCK, Didx), generator=g).bfloat16().to(DEVICE)
+    table = torch.arange(W, dtype=torch.int32, device=DEVICE).view(1, W)
+    kv = make_cache(W + 1, Hkv, D, "5d", torch.bfloat16, g).to(DEVICE)
+    lens = torch.tensor([300], dtype=torch.int32, device=DEVICE)
+    q = torch.randn((R * Q, Hkv * G, D), generator=g).bfloat16().to(DEVICE)
+    args = [idx_q, idx_cache, table, q, kv, table, lens, W * BLOCK, topk, 0, 1, Hkv, Q, Q,
+            D ** -0.5, torch.zeros_like(q)]
+    for bad in (torch.zeros((1, R * Q, topk), dtype=torch.int64, device=DEVICE),
+                torch.zeros((2, R * Q, topk), dtype=torch.int32, device=DEVICE),
+                torch.zeros((1, R * Q, topk + 1), dtype=torch.int32, device=DEVICE),
+                torch.zeros((R * Q, topk), dtype=torch.int32, device=DEVICE),
+                torch.zeros((1, R * Q, topk), dtype=torch.int32, device="meta"),
+                torch.zeros((1, R * Q, 1), dtype=torch.int32, device=DEVICE).expand(1, R * Q,
+                                                                                    topk)):
+        with pytest.raises((TypeError, ValueError), match="^topk_out: "):
+            generated.sparse_decode_step(*args, topk_out=bad)
+    with pytest.raises(ValueError, match="^idx_q: "):
+        generated.sparse_decode_step(idx_q.to("meta"), *args[1:])
+
+
+def test_prefill_positions_past_int32_see_every_key():
+    """A prefix that puts prefix + row past 2³¹ − 1 saturates (it cannot wrap to a negative
+    position and an empty row): the rows attend as with any prefix past their keys, in both
+    prefill kernels."""
+    g = torch.Generator().manual_seed(34)
+    W, Hkv, G, D, topk, T = 3, 1, 4, 64, 3, 6
+    kv = make_cache(W + 1, Hkv, D, "5d", torch.bfloat16, g).to(DEVICE)
+    table = torch.randperm(W + 1, generator=g)[:W].view(1, W).int().to(DEVICE)
+    ids = torch.randint(0, W, (Hkv, T, topk), generator=g).int().to(DEVICE)
+    q = torch.randn((T, Hkv * G, D), generator=g).bfloat16().to(DEVICE)
+    cu = torch.tensor([0, T], dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor([(1 << 31) - 1], dtype=torch.int32, device=DEVICE)
+    for launch in ({"splits": 2, "num_warps": 4, "num_stages": 2},
+                   {"variant": "sparse_attn_tiled", "lanes": 16, "num_warps": 4,
+                    "num_stages": 2}):
+        outs = []
+        for prefix in ((1 << 31) - 3, 10 ** 6):
+            out = torch.full_like(q, float("nan"))
+            pre = torch.tensor([prefix], dtype=torch.int32, device=DEVICE)
+            sa.sparse_attn_with_launch(launch, "prefill", q, kv, ids, table, cu, lens, pre, T,
+                                       Hkv, 0.125, out)
+            outs.append(out)
+        assert torch.equal(outs[0], outs[1]) and bool((outs[0] != 0).any()), launch
