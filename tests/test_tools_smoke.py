@@ -99,10 +99,14 @@ def test_router_ablation_smoke_builds_and_times_every_variant(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "router_ablation.json").read_text())
     common = {"empty kernel", "F.linear", "base"}
-    assert [r["kernel"] for r in report] == ["per_expert"] * 4 + ["splitk"]
+    assert [r["kernel"] for r in report] == ["per_expert"] * 4 + ["splitk"] * 4
     assert all(set(r["us"]) == common | {"no_x", "no_w", "no_loads"} for r in report[:4])
-    assert set(report[4]["us"]) == common | {"sk_partials_only", "sk_relaxed", "sk_one_partial",
-                                             "sk_tf32", "sk_no_loads"}
+    assert all(set(r["us"]) == common | {"sk_partials_only", "sk_relaxed", "sk_one_partial",
+                                         "sk_tf32", "sk_no_loads", "sk_exact16"}
+               for r in report[4:])
+    # the split-K rows cover every x · w dtype pair (each branch of sk_exact16, checked)
+    assert {(r["x_dtype"], tuple(r["shape"])) for r in report[4:]} == {
+        (x, s) for x in ("fp32", "bf16") for s in ((4096, 192), (7168, 896))}
 
 
 def test_launch_compare_times_only_the_rows_whose_launch_changed(tmp_path):

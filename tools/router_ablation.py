@@ -11,9 +11,11 @@ are wrong by design: timing only.
 - Split-K rows (`--rows flinear`, the (4096, 192) rows that miss 2× F.linear): the steps of
   the last-arrival reduction are dropped one at a time (the counter's fence, the partial
   loads, the whole reduction), the loads made one element, and the products made one TF32
-  pass instead of three: base minus each is what that step costs.
+  pass instead of three: base minus each is what that step costs. `sk_exact16` is a correct
+  candidate (checked against the kernel before timing): tf32x3 without the products of a
+  16-bit operand's zero low part; `--rows exact16` times it where an operand is 16-bit.
 
-    python3 tools/router_ablation.py OUTDIR [--rows vllm|flinear]   # H200
+    python3 tools/router_ablation.py OUTDIR [--rows vllm|flinear|exact16]   # H200
     python3 tools/router_ablation.py OUTDIR --smoke    # CPU interpreter, tiny shapes
 """
 import importlib.util
@@ -68,6 +70,32 @@ SK_W_CONST = ("        w = tl.load(w_ptr + (experts * 0)[:, None] + (k * 0)[None
 SK_ARRIVE = '        arrived = tl.atomic_add(counter_ptr + nt, 1, sem="acq_rel", scope="gpu")\n'
 SK_SUM = "            for s in tl.static_range(SPLIT_K):\n"
 SK_PRECISION = '"tf32x3" if tf32x3 else "ieee"'
+SK_DOT = ("        acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, "
+          "input_precision=PRECISION)\n")
+# tf32x3's products where an operand is 16-bit: a bf16 (or fp16) value is exact in TF32, so
+# its low part is zero and one of the three products adds nothing. bf16 · bf16 takes the
+# 16-bit tensor cores (exact products, fp32 sums); one 16-bit side splits only the other
+# (its TF32 head by masking the low 13 mantissa bits, and the exact fp32 remainder).
+SK_EXACT16 = """\
+        X16: tl.constexpr = x_ptr.dtype.element_ty.primitive_bitwidth == 16
+        W16: tl.constexpr = w_ptr.dtype.element_ty.primitive_bitwidth == 16
+        if PRECISION == "tf32x3" and X16 and x_ptr.dtype.element_ty == w_ptr.dtype.element_ty:
+            acc = tl.dot(x, tl.trans(w), acc)
+        elif PRECISION == "tf32x3" and (X16 or W16):
+            exact = (x if X16 else w).to(tl.float32)
+            split = (w if X16 else x).to(tl.float32)
+            head = (split.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+            rest = split - head
+            if X16:
+                acc = tl.dot(exact, tl.trans(rest), acc, input_precision="tf32")
+                acc = tl.dot(exact, tl.trans(head), acc, input_precision="tf32")
+            else:
+                acc = tl.dot(rest, tl.trans(exact), acc, input_precision="tf32")
+                acc = tl.dot(head, tl.trans(exact), acc, input_precision="tf32")
+        else:
+            acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc,
+                         input_precision=PRECISION)
+"""
 # the same for the split-K kernel (its launch text too: the precision is an argument)
 SPLITK_VARIANTS = {
     "base": [],
@@ -81,7 +109,11 @@ SPLITK_VARIANTS = {
     "sk_tf32": [(SK_PRECISION, '"tf32" if tf32x3 else "ieee"')],
     # x and w are one element each: the loop's products and the reduction, no traffic
     "sk_no_loads": [(SK_X_LOAD, SK_X_CONST), (SK_W_LOAD, SK_W_CONST)],
+    # a candidate (correct: checked against the kernel): tf32x3 without products of zero
+    "sk_exact16": [(SK_DOT, SK_EXACT16)],
 }
+# correct variants: each checked against the kernel as generated before it is timed
+CORRECT = {"sk_exact16"}
 PARAMS = {"per_expert": ("block_m", "block_e", "block_k", "num_warps", "num_stages"),
           "splitk": ("block_m", "block_n", "block_k", "split_k", "tf32x3", "num_warps",
                      "num_stages")}
@@ -103,12 +135,12 @@ def build(name, edits):
     return mod
 
 
-ROW_SETS = ("vllm", "flinear")
+ROW_SETS = ("vllm", "flinear", "exact16")
 ROW_SET = sys.argv[sys.argv.index("--rows") + 1] if "--rows" in sys.argv else "vllm"
 if ROW_SET not in ROW_SETS:
     sys.exit(f"--rows: one of {', '.join(ROW_SETS)}, got {ROW_SET!r}")
 # the smoke test's split-K launch (the interpreter's table has no split-K row)
-SMOKE_SPLITK = {"block_m": 4, "block_n": 16, "block_k": 64, "split_k": 4, "tf32x3": True,
+SMOKE_SPLITK = {"block_m": 4, "block_n": 64, "block_k": 256, "split_k": 4, "tf32x3": True,
                 "num_warps": 4, "num_stages": 1}
 
 
@@ -116,12 +148,34 @@ def rows():
     """(shape, M, x dtype, forced launch or None: the table's)"""
     if SMOKE:
         return ([((4096, 8), m, x, None) for m in (1, 4) for x in ("bf16", "fp32")]
-                + [((4096, 192), 4, "fp32", dict(SMOKE_SPLITK, kernel="splitk"))])
+                + [((4096, 192), 4, x, dict(SMOKE_SPLITK, kernel="splitk"))
+                   for x in ("fp32", "bf16")]
+                + [((7168, 896), 4, x, dict(SMOKE_SPLITK, kernel="splitk"))
+                   for x in ("fp32", "bf16")])
     if ROW_SET == "flinear":
         return [((4096, 192), m, x, None) for m, x in ((16, "fp32"), (24, "fp32"), (32, "fp32"),
                                                        (32, "bf16"))]
+    if ROW_SET == "exact16":  # split-K rows with a 16-bit operand (bf16 x, or the bf16 w)
+        return [((6144, 256), 16, "bf16", None), ((6144, 256), 32, "bf16", None),
+                ((3072, 256), 32, "bf16", None), ((6144, 128), 32, "bf16", None),
+                ((7168, 896), 8, "bf16", None), ((7168, 896), 8, "fp32", None)]
     return [(shape, m, x, None) for shape in ((3072, 256), (6144, 128)) for m in (1, 4, 8, 16)
             for x in ("bf16", "fp32")]
+
+
+def check_correct(calls, x, w, out):
+    """Each CORRECT variant against the kernel as generated: within fp32 summation error of
+    Σ|x·w| (tf32x3 and the variant's products are both ~2⁻²¹ relative per product)."""
+    if not CORRECT & set(calls):
+        return
+    calls["base"]()
+    want = out.clone()
+    scale = x.double().abs() @ w.double().abs().T
+    for name in CORRECT & set(calls):
+        out.fill_(float("nan"))
+        calls[name]()
+        err = (out.double() - want.double()).abs()
+        assert bool((err <= 1e-5 * scale + 1e-30).all()), (name, float(err.max()))
 
 
 def main():
@@ -153,6 +207,7 @@ def main():
                 else mod.prepare_router_gemm
             run = prepare(x, w, **params)
             calls[name] = lambda run=run: run(x, w, out)
+        check_correct(calls, x, w, out)
         samplers = {}
         for k, fn in calls.items():
             if SMOKE:  # the code paths only: the first call's time stands for every sample
