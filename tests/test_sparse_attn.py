@@ -548,10 +548,10 @@ def test_decode_step_equals_the_two_calls():
     assert torch.equal(one_ids, want_ids) and torch.equal(got_one, want_one)
 
 
-def test_decode_step_rejections_name_the_argument():
-    """The step validates both halves before launching anything: a bad attention argument or a
-    bad indexer argument raises naming it, and nothing is cached for that call."""
-    g = torch.Generator().manual_seed(24)
+def _small_step_args(seed):
+    """sparse_decode_step's positional arguments for one request, one row, one KV head of G 4
+    (topk 4), and (rows, topk)."""
+    g = torch.Generator().manual_seed(seed)
     R, Q, Hkv, G, D, Didx, topk, W = 1, 1, 1, 4, 64, 16, 4, 4
     idx_q = torch.randn((R * Q, Hkv, Didx), generator=g).bfloat16().to(DEVICE)
     idx_cache = torch.randn((W + 1, BLOCK, Didx), generator=g).bfloat16().to(DEVICE)
@@ -559,9 +559,16 @@ def test_decode_step_rejections_name_the_argument():
     kv = make_cache(W + 1, Hkv, D, "5d", torch.bfloat16, g).to(DEVICE)
     lens = torch.tensor([300], dtype=torch.int32, device=DEVICE)
     q = torch.randn((R * Q, Hkv * G, D), generator=g).bfloat16().to(DEVICE)
-    out = torch.zeros_like(q)
     args = [idx_q, idx_cache, table, q, kv, table, lens, W * BLOCK, topk, 0, 1, Hkv, Q, Q,
-            D ** -0.5, out]
+            D ** -0.5, torch.zeros_like(q)]
+    return args, R * Q, topk
+
+
+def test_decode_step_rejections_name_the_argument():
+    """The step validates both halves before launching anything: a bad attention argument or a
+    bad indexer argument raises naming it, and nothing is cached for that call."""
+    args, _, _ = _small_step_args(24)
+    idx_cache, out = args[1], args[15]
     from generated import sparse_attention
     before = len(sparse_attention._STEP_PLANS)
     for pos, bad, match in ((15, out[:, :, :32], "output"), (1, idx_cache.float()[..., :8],
@@ -828,27 +835,18 @@ def test_sm_scale_is_validated_whatever_the_plan_cache_holds():
 def test_decode_step_names_its_own_arguments():
     """Errors about the ids name the step's topk_out (or idx_q, whose device the ids take when
     no topk_out is given), not the two calls' topk_idx / out."""
-    g = torch.Generator().manual_seed(33)
-    R, Q, Hkv, G, D, Didx, topk, W = 1, 1, 1, 4, 64, 16, 4, 4
-    idx_q = torch.randn((R * Q, Hkv, Didx), generator=g).bfloat16().to(DEVICE)
-    idx_cache = torch.randn((W + 1, BLOCK, Didx), generator=g).bfloat16().to(DEVICE)
-    table = torch.arange(W, dtype=torch.int32, device=DEVICE).view(1, W)
-    kv = make_cache(W + 1, Hkv, D, "5d", torch.bfloat16, g).to(DEVICE)
-    lens = torch.tensor([300], dtype=torch.int32, device=DEVICE)
-    q = torch.randn((R * Q, Hkv * G, D), generator=g).bfloat16().to(DEVICE)
-    args = [idx_q, idx_cache, table, q, kv, table, lens, W * BLOCK, topk, 0, 1, Hkv, Q, Q,
-            D ** -0.5, torch.zeros_like(q)]
-    for bad in (torch.zeros((1, R * Q, topk), dtype=torch.int64, device=DEVICE),
-                torch.zeros((2, R * Q, topk), dtype=torch.int32, device=DEVICE),
-                torch.zeros((1, R * Q, topk + 1), dtype=torch.int32, device=DEVICE),
-                torch.zeros((R * Q, topk), dtype=torch.int32, device=DEVICE),
-                torch.zeros((1, R * Q, topk), dtype=torch.int32, device="meta"),
-                torch.zeros((1, R * Q, 1), dtype=torch.int32, device=DEVICE).expand(1, R * Q,
-                                                                                    topk)):
+    args, rows, topk = _small_step_args(33)
+    for bad in (torch.zeros((1, rows, topk), dtype=torch.int64, device=DEVICE),
+                torch.zeros((2, rows, topk), dtype=torch.int32, device=DEVICE),
+                torch.zeros((1, rows, topk + 1), dtype=torch.int32, device=DEVICE),
+                torch.zeros((rows, topk), dtype=torch.int32, device=DEVICE),
+                torch.zeros((1, rows, topk), dtype=torch.int32, device="meta"),
+                torch.zeros((1, rows, 1), dtype=torch.int32, device=DEVICE).expand(1, rows,
+                                                                                   topk)):
         with pytest.raises((TypeError, ValueError), match="^topk_out: "):
             generated.sparse_decode_step(*args, topk_out=bad)
     with pytest.raises(ValueError, match="^idx_q: "):
-        generated.sparse_decode_step(idx_q.to("meta"), *args[1:])
+        generated.sparse_decode_step(args[0].to("meta"), *args[1:])
 
 
 def test_prefill_positions_past_int32_see_every_key():
