@@ -495,3 +495,79 @@ def test_router_logits_names_what_the_linear_fallback_cannot_take():
     odd, w_odd = torch.randn((5, 40), device=DEVICE), torch.randn((6, 40), device=DEVICE)
     torch.testing.assert_close(generated.router_logits(odd, w_odd.double()), odd @ w_odd.T,
                                **ROUTER_TOL)
+
+
+def test_buffers_sharing_memory_are_refused_by_name():
+    """Outputs the caller passes share no memory with each other or with the inputs: each
+    case is refused naming the written argument, on a fresh key and on a cached one (the
+    addresses are checked on every call whose addresses changed)."""
+    base = _decode_case(1, 0, True)
+    T = len(LENS) * Q
+    generated.index_decode(**base)  # a plan for this key
+    buf = torch.zeros((1, T + 3, TOPK), dtype=torch.int32, device=DEVICE)
+    cases = [
+        (dict(out=buf, completion_counter=buf.view(1, -1)[:, :T + 1]), "out",
+         "completion_counter"),
+        (dict(completion_counter=buf.view(1, -1)[:, :T + 1],
+              sparse_context_lens_out=buf.view(-1)[:T]), "completion_counter",
+         "sparse_context_lens_out"),
+    ]
+    for change, written, other in cases:
+        with pytest.raises(ValueError, match=rf"^{written}: shares memory with {other}"):
+            generated.index_decode(**{**base, **change})
+    # an output inside another output
+    table = torch.zeros((T, TOPK * 8 + TOPK * (T + 3)), dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="^out: shares memory with sparse_block_table_out"):
+        generated.index_decode(**{**base, "sparse_block_table_out": table[:, :TOPK * 8],
+                                  "out": table.view(-1)[TOPK * 8:TOPK * 8 + TOPK * (T + 3)]
+                                  .view(1, T + 3, TOPK)})
+    # the counter over an input
+    lens = torch.zeros(64, dtype=torch.int32, device=DEVICE)
+    lens[:len(LENS)] = base["seq_lens"]
+    with pytest.raises(ValueError, match="^completion_counter: shares memory with seq_lens"):
+        generated.index_decode(**{**base, "seq_lens": lens[:len(LENS)],
+                                  "completion_counter": lens[:T + 1].view(1, T + 1)})
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_views_with_a_pending_negation_and_non_strided_tensors_are_refused():
+    """A view flagged negated (its memory holds the values before the negation) and sparse
+    or MKL-DNN tensors (no strides to read) are refused by name, also after a plan exists for
+    a plain tensor of the same shape."""
+    base = _decode_case(1, 0, False)
+    generated.index_decode(**base)
+    q = base["idx_q"].float()
+    neg = torch.complex(torch.zeros_like(q), -q).conj().imag
+    assert neg.is_neg() and torch.equal(neg, q)
+    generated.index_decode(**{**base, "idx_q": q})
+    assert_named(ValueError, "idx_q", generated.index_decode, **{**base, "idx_q": neg})
+    K, N = ROUTER_SHAPE
+    x, w = torch.randn((3, K), device=DEVICE), torch.randn((N, K), device=DEVICE)
+    generated.router_gemm(x, w)
+    for odd in (x.to_sparse(), x.to_sparse_csr()):
+        assert_named(ValueError, "hidden_states", generated.router_gemm, hidden_states=odd,
+                     router_weight=w)
+        assert_named(ValueError, "hidden_states", generated.router_logits, hidden_states=odd,
+                     router_weight=w)
+        assert generated.can_use_router_gemm(odd, w) is False
+    assert_named(ValueError, "router_weight", generated.router_gemm, hidden_states=x,
+                 router_weight=w.to_sparse())
+
+
+def test_explain_functions_name_their_dtype_and_enum_arguments():
+    """An unknown dtype names the argument it came in (not a generic 'dtype'); unhashable or
+    unknown enum values are ValueErrors naming them."""
+    attn = dict(mode="decode", hardware="sm_90", q_dtype="bf16", kv_dtype="bf16",
+                scales="none", group=16, head_dim=128, programs=8)
+    for name, bad in (("q_dtype", "float"), ("kv_dtype", None), ("mode", ["decode"]),
+                      ("scales", ["none"]), ("scales", "zz")):
+        assert_named(ValueError, name, generated.explain_sparse_attn, **{**attn, name: bad})
+    dec = dict(hardware="sm_90", q_dtype="bf16", cache_dtype="bf16", head_dim=128, num_reqs=4,
+               max_block=64, total_q=4, num_heads=1, topk=16, max_decode_query_len=1)
+    for name in ("q_dtype", "cache_dtype"):
+        assert_named(ValueError, name, generated.explain_index_decode,
+                     **{**dec, name: torch.float64})
+    pre = dict(hardware="sm_90", q_dtype="bf16", cache_dtype="bf16", head_dim=128, num_heads=1,
+               num_tokens=64, max_block=8, topk=16)
+    for name in ("q_dtype", "cache_dtype"):
+        assert_named(ValueError, name, generated.explain_index_prefill, **{**pre, name: "xx"})

@@ -872,3 +872,16 @@ def test_prefill_positions_past_int32_see_every_key():
                                        Hkv, 0.125, out)
             outs.append(out)
         assert torch.equal(outs[0], outs[1]) and bool((outs[0] != 0).any()), launch
+
+
+def test_decode_step_buffers_sharing_memory_are_refused_by_name():
+    args, rows, topk = _small_step_args(35)
+    buf = torch.zeros((1, rows * topk + 8), dtype=torch.int32, device=DEVICE)
+    ids_out = buf[:, :rows * topk].view(1, rows, topk)
+    with pytest.raises(ValueError, match="^topk_out: shares memory with completion_counter"):
+        generated.sparse_decode_step(*args, topk_out=ids_out, completion_counter=buf[:, :8])
+    # the same on a cached plan (separate buffers first)
+    generated.sparse_decode_step(*args, topk_out=torch.zeros_like(ids_out),
+                                 completion_counter=torch.zeros_like(buf[:, :8]))
+    with pytest.raises(ValueError, match="^topk_out: shares memory with completion_counter"):
+        generated.sparse_decode_step(*args, topk_out=ids_out, completion_counter=buf[:, :8])
