@@ -310,3 +310,32 @@ def test_gpu_plans_under_graphs_and_two_streams():
     torch.cuda.synchronize()
     for o, c in outs:
         assert torch.equal(o, eager) and int(c.abs().sum()) == 0
+
+
+@pytest.mark.parametrize("kwargs,error,name", [
+    (dict(q_dtypes=("xx",)), ValueError, "q_dtypes"),
+    (dict(q_dtypes="bf16"), TypeError, "q_dtypes"),
+    (dict(cache_dtypes=(torch.bfloat16,)), ValueError, "cache_dtypes"),
+    (dict(head_dims=(7,)), ValueError, "head_dims"),
+    (dict(head_dims=128), TypeError, "head_dims"),
+    (dict(num_heads=(-1,)), ValueError, "num_heads"),
+    (dict(max_decode_query_lens=(0,)), ValueError, "max_decode_query_lens"),
+    (dict(num_reqs=(-1,)), ValueError, "num_reqs"),
+    (dict(max_seq_lens=(10 ** 12,)), ValueError, "max_seq_lens"),
+    (dict(topks=16), TypeError, "topks"),
+    (dict(sparse_table=(None, 4)), ValueError, "sparse_table"),
+    (dict(router_shapes=[(6144.0, 128)]), ValueError, "router_shapes"),
+    (dict(router_dtypes=("fp16",)), ValueError, "router_dtypes"),
+    (dict(num_tokens=(-1,)), ValueError, "num_tokens"),
+    (dict(attn_domain="x"), TypeError, "attn_domain"),
+    (dict(attn_domain={"bogus": (1,)}), ValueError, "attn_domain"),
+    (dict(attn_domain={"scales": ("zz",)}), ValueError, "attn_domain"),
+    (dict(device="bogus"), ValueError, "device"),
+])
+def test_warmup_refuses_its_own_arguments_by_name(kwargs, error, name):
+    """Every domain argument is checked against the tables' domains before anything runs
+    (bad ones used to surface as KeyErrors, RuntimeErrors or an entry's argument name)."""
+    kwargs = {"device": "cpu", **kwargs}
+    with pytest.raises(error) as info:
+        generated.warmup(progress=False, **kwargs)
+    assert str(info.value).startswith(name), str(info.value)
