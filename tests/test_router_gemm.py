@@ -726,6 +726,21 @@ def test_splitk_matches_reference(shape, M, dtype_name, split_k, block_n, block_
     assert not counter.any() and splitk_counter(x.device) is counter
 
 
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+def test_splitk_tf32x3_bf16_weight(dtype_name):
+    """tf32x3 with a 16-bit operand: a bf16 x against the bf16 weight takes one exact 16-bit
+    product, an fp32 x splits only itself: both within the reference's bounds, deterministic."""
+    (K, N), M = BF16_WEIGHT_SHAPES[0], 5
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], w_dtype=torch.bfloat16,
+                       seed=seed_of("splitk-bf16w", dtype_name))
+    params = splitk_params(M, block_n=64, block_k=128, split_k=2, tf32x3=True)
+    out = run_splitk(x, w, params)
+    ref = check_logits(out, x, w)
+    check_topk(out, ref, topk_k((K, N)))
+    assert torch.equal(out, run_splitk(x, w, params))
+    assert not splitk_counter(x.device).any()
+
+
 def test_router_gemm_dispatches_splitk_rows(monkeypatch, kernel_spy):
     """A table row naming the split-K variant launches the split-K kernel with its params
     (independent of which buckets the current tables give to it)."""
@@ -1198,6 +1213,36 @@ def test_gpu_splitk_all_token_counts(shape, dtype_name):
             assert torch.equal(out, again), (M, cfg)  # arrival order never changes the sum
     torch.cuda.synchronize()
     assert not splitk_counter(x.device).any()
+
+
+@gpu
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("shape", SPEC_SHAPES + BF16_WEIGHT_SHAPES, ids=shape_id)
+def test_gpu_splitk_tf32x3_accuracy(shape, dtype_name):
+    """tf32x3 keeps fp32's accuracy: where an operand is fp32 the largest error against fp64
+    is under a quarter of one TF32 pass's (the operands truncated to TF32, summed exactly);
+    with two 16-bit operands (exact products) at most 4× torch's fp32 matmul's + 1e-6."""
+    K, N = shape
+    M = MAX_TOKENS
+    w_dtype = torch.bfloat16 if shape in BF16_WEIGHT_SHAPES else torch.float32
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], device="cuda", w_dtype=w_dtype,
+                       seed=seed_of("gpu-tf32x3", shape, dtype_name))
+    ref = reference(x, w)
+    out = run_splitk(x, w, splitk_params(M, block_n=32, block_k=64, split_k=8, tf32x3=True))
+    err = (out.double() - ref).abs().max().item()
+    if (x.dtype, w.dtype) == (torch.bfloat16, torch.bfloat16):
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            fp32 = torch.matmul(x.float(), w.float().t())
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+        assert err <= 4 * (fp32.double() - ref).abs().max().item() + 1e-6
+    else:
+        def truncated(t):  # what one TF32 pass reads of an fp32 operand: 10 mantissa bits
+            return (t.float().view(torch.int32) & -8192).view(torch.float32).double()
+        one_pass = (truncated(x) @ truncated(w).t() - ref).abs().max().item()
+        assert err < one_pass / 4, (err, one_pass)
 
 
 # (shape, M, x dtype, split-K params)

@@ -11,9 +11,11 @@ are wrong by design: timing only.
 - Split-K rows (`--rows flinear`, the (4096, 192) rows that miss 2× F.linear): the steps of
   the last-arrival reduction are dropped one at a time (the counter's fence, the partial
   loads, the whole reduction), the loads made one element, and the products made one TF32
-  pass instead of three: base minus each is what that step costs. `sk_exact16` is a correct
-  candidate (checked against the kernel before timing): tf32x3 without the products of a
-  16-bit operand's zero low part; `--rows exact16` times it where an operand is 16-bit.
+  pass instead of three: base minus each is what that step costs. Two correct variants
+  (checked against the kernel before timing) put back what the kernel replaced: `sk_one_chain`
+  sums tf32x3's head and remainder products on one accumulator (one dependent tensor-core
+  chain), `sk_builtin` is Triton's own tf32x3 (three products of every term, one chain);
+  `--rows exact16` times them where an operand is 16-bit.
 
     python3 tools/router_ablation.py OUTDIR [--rows vllm|flinear|exact16]   # H200
     python3 tools/router_ablation.py OUTDIR --smoke    # CPU interpreter, tiny shapes
@@ -70,32 +72,18 @@ SK_W_CONST = ("        w = tl.load(w_ptr + (experts * 0)[:, None] + (k * 0)[None
 SK_ARRIVE = '        arrived = tl.atomic_add(counter_ptr + nt, 1, sem="acq_rel", scope="gpu")\n'
 SK_SUM = "            for s in tl.static_range(SPLIT_K):\n"
 SK_PRECISION = '"tf32x3" if tf32x3 else "ieee"'
-SK_DOT = ("        acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, "
-          "input_precision=PRECISION)\n")
-# tf32x3's products where an operand is 16-bit: a bf16 (or fp16) value is exact in TF32, so
-# its low part is zero and one of the three products adds nothing. bf16 · bf16 takes the
-# 16-bit tensor cores (exact products, fp32 sums); one 16-bit side splits only the other
-# (its TF32 head by masking the low 13 mantissa bits, and the exact fp32 remainder).
-SK_EXACT16 = """\
-        X16: tl.constexpr = x_ptr.dtype.element_ty.primitive_bitwidth == 16
-        W16: tl.constexpr = w_ptr.dtype.element_ty.primitive_bitwidth == 16
-        if PRECISION == "tf32x3" and X16 and x_ptr.dtype.element_ty == w_ptr.dtype.element_ty:
-            acc = tl.dot(x, tl.trans(w), acc)
-        elif PRECISION == "tf32x3" and (X16 or W16):
-            exact = (x if X16 else w).to(tl.float32)
-            split = (w if X16 else x).to(tl.float32)
-            head = (split.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
-            rest = split - head
-            if X16:
-                acc = tl.dot(exact, tl.trans(rest), acc, input_precision="tf32")
-                acc = tl.dot(exact, tl.trans(head), acc, input_precision="tf32")
-            else:
-                acc = tl.dot(rest, tl.trans(exact), acc, input_precision="tf32")
-                acc = tl.dot(head, tl.trans(exact), acc, input_precision="tf32")
-        else:
-            acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc,
-                         input_precision=PRECISION)
-"""
+# the products of the generated kernel, and Triton's own tf32x3 (every operand split, the
+# three products of a term on one accumulator) that they replaced
+SK_DOT = ('        if PRECISION != "tf32x3":\n'
+          "            acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc,\n"
+          "                         input_precision=PRECISION)\n")
+SK_BUILTIN = ("        if True:\n"
+              "            acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc,\n"
+              "                         input_precision=PRECISION)\n")
+# the remainders' products on the head products' accumulator: one chain
+SK_X_REST = "                x_rest_acc = tl.dot(x32 - x_head, tl.trans(w_head), x_rest_acc,\n"
+SK_W_REST = "                w_rest_acc = tl.dot(x_head, tl.trans(w32 - w_head), w_rest_acc,\n"
+SK_REST_SUM = "        acc += x_rest_acc + w_rest_acc\n"
 # the same for the split-K kernel (its launch text too: the precision is an argument)
 SPLITK_VARIANTS = {
     "base": [],
@@ -109,11 +97,15 @@ SPLITK_VARIANTS = {
     "sk_tf32": [(SK_PRECISION, '"tf32" if tf32x3 else "ieee"')],
     # x and w are one element each: the loop's products and the reduction, no traffic
     "sk_no_loads": [(SK_X_LOAD, SK_X_CONST), (SK_W_LOAD, SK_W_CONST)],
-    # a candidate (correct: checked against the kernel): tf32x3 without products of zero
-    "sk_exact16": [(SK_DOT, SK_EXACT16)],
+    # correct: every product on one accumulator (a chain up to three times as long)
+    "sk_one_chain": [(SK_X_REST, SK_X_REST.replace("x_rest_acc", "acc")),
+                     (SK_W_REST, SK_W_REST.replace("w_rest_acc", "acc")),
+                     (SK_REST_SUM, "        acc += 0.0\n")],
+    # correct: Triton's tf32x3 for every dtype pair (what the kernel did before)
+    "sk_builtin": [(SK_DOT, SK_BUILTIN)],
 }
 # correct variants: each checked against the kernel as generated before it is timed
-CORRECT = {"sk_exact16"}
+CORRECT = {"sk_one_chain", "sk_builtin"}
 PARAMS = {"per_expert": ("block_m", "block_e", "block_k", "num_warps", "num_stages"),
           "splitk": ("block_m", "block_n", "block_k", "split_k", "tf32x3", "num_warps",
                      "num_stages")}
