@@ -508,7 +508,8 @@ def detected_hardware(smoke: bool) -> str:
 
 
 def write_json(path: str, data, indent=1) -> None:
-    """Strict JSON (NaN/inf become null), written atomically."""
+    """Strict JSON (NaN/inf become null), written atomically (its folder made if missing)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(_clean(data), f, indent=indent, allow_nan=False)
