@@ -183,9 +183,13 @@ def artifacts(reg: Registry) -> list[Artifact]:
     hw = [{"name": h.name, "vendor": h.vendor, "gcn_arch": literal(h.gcn_arch),
            "capability": literal(h.capability), "description": h.description}
           for h in reg.hardware.values()]
+    launch_params = [{"name": v.name, "where": _where(v), "params": [
+        {"name": p.name, "rule": literal((p.kind, p.pow2, p.minimum, p.maximum, p.optional))}
+        for p in v.params]} for v in reg.variants.values() if v.params]
     out.append(Artifact(path="_runtime.py", template="runtime.py.j2",
                         specs=tuple((h.name, _where(h)) for h in reg.hardware.values()),
                         context={"hardware": hw, "aliases": literal(hardware_aliases(reg)),
+                                 "launch_params": launch_params,
                                  "pdl_capability": literal(PDL_CAPABILITY),
                                  "tf32_capability": literal(TF32_CAPABILITY),
                                  "device_target": target_naming_source().rstrip("\n"),

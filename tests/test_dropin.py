@@ -75,7 +75,7 @@ SCORERS = [
     {"variant": "index_score_split", "kv_chunks": 4, "high_batch": False, "static_chunks": True,
      "num_warps": 4, "num_stages": 2},
     {"variant": "index_score_balanced", "program_budget": 5, "num_warps": 2, "num_stages": 1},
-    {"variant": "index_decode_fused", "kv_chunks": 3, "topk_tile": 128},
+    {"variant": "index_decode_fused", "kv_chunks": 2, "topk_tile": 128},  # 9 blocks: 5 + 4
 ]
 
 

@@ -655,8 +655,10 @@ TOPK_PINNED = [
 
 
 def generated_topk(max_block, total_q, H, topk, hw):
-    e = generated.explain_index_decode(hw, "bf16", "bf16", 128, max(1, total_q // 4), max_block,
-                                       total_q, H, topk, 4)
+    # one row per request (the selector's row reads total_q · H; explain refuses a total_q
+    # that is no num_reqs · decode_query_len, as index_decode does)
+    e = generated.explain_index_decode(hw, "bf16", "bf16", 128, total_q, max_block, total_q, H,
+                                       topk, 4)
     return (e["topk_chunks"], e["topk_tile"], e["topk_num_warps"], e["topk_num_stages"],
             e["single_tile"], e["adaptive_merge"])
 

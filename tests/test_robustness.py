@@ -571,3 +571,383 @@ def test_explain_functions_name_their_dtype_and_enum_arguments():
                num_tokens=64, max_block=8, topk=16)
     for name in ("q_dtype", "cache_dtype"):
         assert_named(ValueError, name, generated.explain_index_prefill, **{**pre, name: "xx"})
+
+
+# ---- explain functions refuse what their entries refuse -----------------------------------------
+# Each explain function reports the launch of a call described by sizes and dtype names; for a
+# description whose call the entry refuses it raises the entry's error, naming its own argument
+# (ENTRY_NAME[explain's name] is the entry's name for the same fact). The entries below are
+# called with every launch a no-op: only their validation and dispatch run.
+
+DTYPE_NAMES = ("bf16", "fp16", "fp32", "fp8e4m3", "fp8e5m2")
+TORCH_OF = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+            "fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2}
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    """Kernel launches do nothing (validation and dispatch still run)."""
+    monkeypatch.setattr(generated._runtime.KernelLaunch, "__call__", lambda self, *args: None)
+
+
+def _outcome(fn, **kwargs):
+    """(exception type, the name its message starts with), or (None, None) when accepted."""
+    try:
+        fn(**kwargs)
+    except (ValueError, TypeError) as e:
+        return type(e), str(e).partition(":")[0]
+    return None, None
+
+
+def _same_refusal(explain, entry, names):
+    """The explain call refuses exactly when the entry call does, with the same exception type
+    and the corresponding argument name (``names``: explain's name -> the entry's names for
+    the same fact)."""
+    assert explain[0] == entry[0], (explain, entry)
+    assert entry[1] in names.get(explain[1], (explain[1],)), (explain, entry)
+
+
+def _zeros(shape, name):
+    return torch.zeros(shape, dtype=TORCH_OF[name], device=DEVICE)
+
+
+def _int32(values):
+    return torch.tensor(values, dtype=torch.int32, device=DEVICE)
+
+
+DECODE_BASE = dict(q="bf16", cache="bf16", H=1, D=16, R=2, T=2, Q=1, Qmax=1, topk=4,
+                   max_seq_len=300)
+# explain_index_decode's argument -> the names index_decode gives the same fact (total_q rows
+# with no 0 < Q ≤ max_decode_query_len: the entry is given Q, decode_query_len)
+DECODE_NAMES = {"q_dtype": ("idx_q",), "cache_dtype": ("index_kv_cache",),
+                "num_heads": ("idx_q",), "head_dim": ("idx_q",),
+                "total_q": ("idx_q", "decode_query_len"), "max_block": ("max_seq_len",)}
+DECODE_CASES = [  # (one change, refused); Q is the entry's decode_query_len
+    (dict(q="fp8e4m3"), True), (dict(q="fp8e4m3", cache="fp16"), True),
+    (dict(q="fp8e5m2"), True), (dict(H=3), True), (dict(D=24), True), (dict(Qmax=9), True),
+    (dict(Qmax=0), True), (dict(T=3), True), (dict(T=4, Q=2), True), (dict(R=0, T=2), True),
+    (dict(R=0, T=0, H=3), True), (dict(R=0, T=0, topk=0), True), (dict(R=0, T=0, Qmax=9), True),
+    (dict(topk=0), True), (dict(topk=513), True), (dict(max_seq_len=65535 * 128), True),
+    (dict(T=4, Q=2, Qmax=2), False), (dict(R=0, T=0), False),
+    (dict(q="fp8e4m3", cache="fp8e4m3"), False), (dict(q="fp32", cache="fp8e4m3"), False),
+]
+
+
+def _decode_pair(hw, q, cache, H, D, R, T, Q, Qmax, topk, max_seq_len):
+    """(explain_index_decode's outcome, index_decode's outcome) for one call."""
+    width = max(1, -(-max_seq_len // 128))
+    explain = _outcome(generated.explain_index_decode, hardware=hw, q_dtype=q,
+                       cache_dtype=cache, head_dim=D, num_reqs=R, max_block=width, total_q=T,
+                       num_heads=H, topk=topk, max_decode_query_len=Qmax)
+    entry = _outcome(generated.index_decode, idx_q=_zeros((T, H, D), q),
+                     index_kv_cache=_zeros((4, 128, D), cache),
+                     block_table=torch.zeros((R, min(width, 8)), dtype=torch.int32,
+                                             device=DEVICE),
+                     seq_lens=_int32([1] * R), max_seq_len=max_seq_len, topk=topk,
+                     init_blocks=0, local_blocks=1, num_kv_heads=H, decode_query_len=Q,
+                     max_decode_query_len=Qmax, hardware=hw)
+    return explain, entry
+
+
+@pytest.mark.parametrize("change,refused", DECODE_CASES, ids=[str(c) for c, _ in DECODE_CASES])
+def test_explain_index_decode_refuses_what_index_decode_refuses(change, refused, no_launch):
+    """fp8 queries with other caches, total_q ≠ num_reqs · Q, an out-of-range
+    max_decode_query_len (named so, not by the table's axis max_q), heads, dims, topk and
+    block counts outside the domain, also where no request launches anything."""
+    explain, entry = _decode_pair("sm_90", **{**DECODE_BASE, **change})
+    _same_refusal(explain, entry, DECODE_NAMES)
+    assert (explain[0] is not None) == refused, explain
+
+
+def test_explain_index_decode_names_max_decode_query_len_and_total_q():
+    dec = dict(hardware="sm_90", q_dtype="bf16", cache_dtype="bf16", head_dim=128, num_reqs=4,
+               max_block=64, total_q=4, num_heads=1, topk=16, max_decode_query_len=1)
+    for bad in (0, 9, 100):
+        assert_named(ValueError, "max_decode_query_len", generated.explain_index_decode,
+                     **{**dec, "max_decode_query_len": bad})
+    for total_q, qmax in ((5, 1), (12, 2), (0, 1), (3, 8)):  # no 0 < Q ≤ Qmax with 4·Q rows
+        assert_named(ValueError, "total_q", generated.explain_index_decode,
+                     **{**dec, "total_q": total_q, "max_decode_query_len": qmax})
+    assert_named(ValueError, "q_dtype", generated.explain_index_decode,
+                 **{**dec, "q_dtype": "fp8e4m3"})
+    assert generated.explain_index_decode(**{**dec, "total_q": 12,
+                                             "max_decode_query_len": 3})["scorer"]
+
+
+@pytest.mark.parametrize("q", DTYPE_NAMES)
+def test_explain_index_decode_dtype_pairs_as_index_decode(q, no_launch):
+    for cache in DTYPE_NAMES:
+        explain, entry = _decode_pair("generic", **{**DECODE_BASE, "q": q, "cache": cache})
+        _same_refusal(explain, entry, DECODE_NAMES)
+
+
+PREFILL_BASE = dict(q="bf16", cache="bf16", H=1, D=16, T=3, topk=4, max_seq_len=300)
+PREFILL_NAMES = {"q_dtype": ("idx_q",), "cache_dtype": ("index_kv_cache",),
+                 "num_heads": ("idx_q",), "head_dim": ("idx_q",), "max_block": ("max_seq_len",)}
+PREFILL_CASES = [  # (one change, refused)
+    (dict(q="fp8e4m3"), True), (dict(H=3), True), (dict(D=24), True), (dict(topk=0), True),
+    (dict(topk=513), True), (dict(max_seq_len=65535 * 128), True), (dict(T=0, topk=0), True),
+    (dict(T=0, H=3), True), (dict(T=0, q="fp8e4m3"), True), (dict(T=0), False),
+    (dict(q="fp32", cache="fp8e4m3"), False),
+]
+
+
+def _prefill_pair(hw, q, cache, H, D, T, topk, max_seq_len):
+    width = max(1, -(-max_seq_len // 128))
+    explain = _outcome(generated.explain_index_prefill, hardware=hw, q_dtype=q,
+                       cache_dtype=cache, head_dim=D, num_heads=H, num_tokens=T,
+                       max_block=width, topk=topk)
+    entry = _outcome(generated.index_prefill, idx_q=_zeros((T, H, D), q),
+                     index_kv_cache=_zeros((4, 128, D), cache),
+                     block_table=torch.zeros((1, min(width, 8)), dtype=torch.int32,
+                                             device=DEVICE),
+                     cu_seqlens_q=_int32([0, T]), seq_lens=_int32([T]), prefix_lens=_int32([0]),
+                     max_query_len=T, max_seq_len=max_seq_len, num_kv_heads=H, topk=topk,
+                     init_blocks=0, local_blocks=1, hardware=hw)
+    return explain, entry
+
+
+@pytest.mark.parametrize("change,refused", PREFILL_CASES,
+                         ids=[str(c) for c, _ in PREFILL_CASES])
+def test_explain_index_prefill_refuses_what_index_prefill_refuses(change, refused, no_launch):
+    explain, entry = _prefill_pair("sm_90", **{**PREFILL_BASE, **change})
+    _same_refusal(explain, entry, PREFILL_NAMES)
+    assert (explain[0] is not None) == refused, explain
+
+
+@pytest.mark.parametrize("q", DTYPE_NAMES)
+def test_explain_index_prefill_dtype_pairs_as_index_prefill(q, no_launch):
+    for cache in DTYPE_NAMES:
+        explain, entry = _prefill_pair("generic", **{**PREFILL_BASE, "q": q, "cache": cache})
+        _same_refusal(explain, entry, PREFILL_NAMES)
+
+
+@pytest.mark.parametrize("mode", ["decode", "prefill"])
+def test_explain_sparse_attn_dtype_pairs_as_the_entries(mode, no_launch):
+    """bf16 q with an fp16 cache (and the reverse), fp8 queries, fp32 caches: refused by both,
+    explain naming q_dtype / kv_dtype where the entry names q / kv."""
+    T, Hkv, G, D = 2, 1, 4, 64
+    refused = 0
+    for q in DTYPE_NAMES:
+        for kv in DTYPE_NAMES:
+            explain = _outcome(generated.explain_sparse_attn, mode=mode, hardware="sm_90",
+                               q_dtype=q, kv_dtype=kv, scales="none", group=G, head_dim=D,
+                               programs=T * Hkv)
+            args = dict(q=_zeros((T, Hkv * G, D), q), kv=_zeros((2, 2, 128, Hkv, D), kv),
+                        topk_idx=torch.zeros((Hkv, T, 2), dtype=torch.int32, device=DEVICE),
+                        block_table=torch.zeros((1, 2), dtype=torch.int32, device=DEVICE),
+                        num_kv_heads=Hkv, sm_scale=0.125,
+                        output=torch.zeros((T, Hkv * G, D), device=DEVICE), hardware="sm_90")
+            if mode == "decode":
+                entry = _outcome(generated.sparse_attn_decode, **args, seq_lens=_int32([T]),
+                                 decode_query_len=T)
+            else:
+                entry = _outcome(generated.sparse_attn_prefill, **args, seq_lens=_int32([T]),
+                                 cu_seqlens_q=_int32([0, T]), prefix_lens=_int32([0]),
+                                 max_query_len=T)
+            _same_refusal(explain, entry, {"q_dtype": ("q",), "kv_dtype": ("kv",)})
+            refused += explain[0] is not None
+    assert refused == 2 + 2 * 5 + 3  # bf16/fp16 pairs, fp8 q, fp32 kv (q 16-bit or fp32)
+
+
+# ---- *_with_launch: launches given by hand are held to their variants' specs -------------------
+
+SPLIT = {"variant": "index_score_split", "kv_chunks": 4, "high_batch": False,
+         "static_chunks": True, "num_warps": 4, "num_stages": 2}
+BALANCED = {"variant": "index_score_balanced", "program_budget": 3, "num_warps": 2,
+            "num_stages": 1}
+FUSED = {"variant": "index_decode_fused", "kv_chunks": 2, "topk_tile": 128}
+SELECTOR = {"topk_chunks": 2, "topk_tile": 128, "single_tile": False, "adaptive_merge": True,
+            "num_warps": 4, "num_stages": 2}
+
+
+def _without(d, key):
+    return {k: v for k, v in d.items() if k != key}
+
+
+# (score_launch, topk_launch, error type, the name it starts with, what the message says)
+BAD_DECODE_LAUNCHES = [
+    ({**SPLIT, "kv_chunks": 0}, None, ValueError, "score_launch", "kv_chunks must be ≥ 1"),
+    ({**SPLIT, "kv_chunks": -4}, None, ValueError, "score_launch", "kv_chunks must be ≥ 1"),
+    ({**SPLIT, "kv_chunks": 3}, None, ValueError, "score_launch", "kv_chunks must be a power"),
+    ({**SPLIT, "kv_chunks": 2048}, None, ValueError, "score_launch", "kv_chunks must be ≤ 1024"),
+    (_without(SPLIT, "kv_chunks"), None, ValueError, "score_launch", "missing key 'kv_chunks'"),
+    (_without(SPLIT, "num_warps"), None, ValueError, "score_launch", "missing key 'num_warps'"),
+    ({**SPLIT, "num_warps": 3}, None, ValueError, "score_launch", "num_warps must be a power"),
+    ({**SPLIT, "num_stages": 0}, None, ValueError, "score_launch", "num_stages must be ≥ 1"),
+    ({**SPLIT, "kv_chunk": 4}, None, ValueError, "score_launch", "unknown key 'kv_chunk'"),
+    ({**SPLIT, "high_batch": 1}, None, TypeError, "score_launch", "high_batch must be a bool"),
+    ({**SPLIT, "kv_chunks": 4.0}, None, TypeError, "score_launch", "kv_chunks must be an int"),
+    ({**SPLIT, "kv_chunks": None}, None, TypeError, "score_launch", "kv_chunks must be an int"),
+    ({**BALANCED, "program_budget": 0}, None, ValueError, "score_launch",
+     "program_budget must be ≥ 1"),
+    ({**BALANCED, "program_budget": -3}, None, ValueError, "score_launch",
+     "program_budget must be ≥ 1"),
+    ({**FUSED, "kv_chunks": 0}, None, ValueError, "score_launch", "kv_chunks must be ≥ 1"),
+    ({**FUSED, "topk_tile": 200}, None, ValueError, "score_launch", "topk_tile must be a power"),
+    (_without(SPLIT, "variant"), None, ValueError, "score_launch", "missing key 'variant'"),
+    ({**SPLIT, "variant": "index_score"}, None, ValueError, "score_launch", "variant must be"),
+    ("index_score_split", None, TypeError, "score_launch", "must be a dict"),
+    (None, {**SELECTOR, "topk_tile": 100}, ValueError, "topk_launch", "topk_tile must be a power"),
+    (None, {**SELECTOR, "topk_chunks": 0}, ValueError, "topk_launch", "topk_chunks must be ≥ 1"),
+    (None, {**SELECTOR, "topk_chunks": 32}, ValueError, "topk_launch", "topk_chunks must be ≤ 16"),
+    (None, _without(SELECTOR, "single_tile"), ValueError, "topk_launch",
+     "missing key 'single_tile'"),
+    (None, {**SELECTOR, "single_tile": None}, TypeError, "topk_launch", "single_tile must be"),
+    (SPLIT, [SELECTOR], TypeError, "topk_launch", "must be a dict"),
+]
+
+
+@pytest.fixture
+def launches_fail(monkeypatch):
+    """A kernel launch fails the test: refusals come before anything is launched."""
+    def launched(self, *args):
+        pytest.fail(f"{self.kernel} launched")
+    monkeypatch.setattr(generated._runtime.KernelLaunch, "__call__", launched)
+
+
+@pytest.mark.parametrize("case", range(len(BAD_DECODE_LAUNCHES)))
+def test_index_decode_with_launch_refuses_bad_launches_by_key(case, launches_fail):
+    """Missing keys were KeyErrors, zero or negative kv_chunks / program_budget gave wrong ids,
+    non-power-of-two tiles failed inside Triton: each is now refused by name, before any
+    launch, by the rules the variant's spec declares."""
+    score, topk, error, name, says = BAD_DECODE_LAUNCHES[case]
+    inputs, _ = make_decode_inputs(1, 1, [300, 1000], seed=5)
+    with pytest.raises(error) as info:
+        generated.index_decode_with_launch(score, topk, **inputs, topk=TOPK, init_blocks=0,
+                                           local_blocks=1, num_kv_heads=1, decode_query_len=1,
+                                           max_decode_query_len=1)
+    assert str(info.value).startswith(name + ":") and says in str(info.value), info.value
+
+
+def _prefill_inputs():
+    g = torch.Generator().manual_seed(3)
+    return dict(idx_q=torch.randn((5, 1, 16), generator=g).bfloat16().to(DEVICE),
+                index_kv_cache=torch.randn((6, 128, 16), generator=g).bfloat16().to(DEVICE),
+                block_table=_int32([[0, 1, 2], [3, 4, 5]]), cu_seqlens_q=_int32([0, 2, 5]),
+                seq_lens=_int32([200, 300]), prefix_lens=_int32([198, 297]), max_query_len=3,
+                max_seq_len=300, num_kv_heads=1, topk=4, init_blocks=1, local_blocks=1)
+
+
+STREAM = {"variant": "index_prefill_stream", "block_m": 16, "topk_tile": 16, "num_warps": 4,
+          "num_stages": 2}
+PREFILL_SCORE = {"block_m": 16, "kv_splits": 2, "num_warps": 4, "num_stages": 2}
+PREFILL_TOPK = {"block_k": 128, "block_rows": 2, "num_warps": 4, "num_stages": None}
+TWO = {"variant": "index_prefill", "score": PREFILL_SCORE, "topk": PREFILL_TOPK}
+BAD_PREFILL_LAUNCHES = [
+    ({**STREAM, "block_m": 0}, ValueError, "launch", "block_m must be ≥ 1"),
+    ({**STREAM, "block_m": 12}, ValueError, "launch", "block_m must be a power"),
+    (_without(STREAM, "topk_tile"), ValueError, "launch", "missing key 'topk_tile'"),
+    ({**STREAM, "topk_tile": 48}, ValueError, "launch", "topk_tile must be a power"),
+    ({**STREAM, "num_stages": -1}, ValueError, "launch", "num_stages must be ≥ 1"),
+    ({**STREAM, "lanes": 16}, ValueError, "launch", "unknown key 'lanes'"),
+    (_without(STREAM, "variant"), ValueError, "launch", "missing key 'variant'"),
+    ({**STREAM, "variant": "stream"}, ValueError, "launch", "variant must be"),
+    ({**TWO, "score": {**PREFILL_SCORE, "kv_splits": 0}}, ValueError, "launch['score']",
+     "kv_splits must be ≥ 1"),
+    ({**TWO, "score": {**PREFILL_SCORE, "kv_splits": 3}}, ValueError, "launch['score']",
+     "kv_splits must be a power"),
+    ({**TWO, "score": _without(PREFILL_SCORE, "block_m")}, ValueError, "launch['score']",
+     "missing key 'block_m'"),
+    ({**TWO, "topk": {**PREFILL_TOPK, "block_k": 24}}, ValueError, "launch['topk']",
+     "block_k must be a power"),
+    ({**TWO, "topk": {**PREFILL_TOPK, "block_rows": 0}}, ValueError, "launch['topk']",
+     "block_rows must be ≥ 1"),
+    ({**TWO, "scores": None}, ValueError, "launch", "unknown key 'scores'"),
+    ([STREAM], TypeError, "launch", "must be a dict"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BAD_PREFILL_LAUNCHES)))
+def test_index_prefill_with_launch_refuses_bad_launches_by_key(case, launches_fail):
+    launch, error, name, says = BAD_PREFILL_LAUNCHES[case]
+    with pytest.raises(error) as info:
+        generated.prefill_indexer.index_prefill_with_launch(launch, **_prefill_inputs())
+    assert str(info.value).startswith(name + ":") and says in str(info.value), info.value
+
+
+ATTN = {"splits": 2, "num_warps": 4, "num_stages": 2}
+TILED = {"variant": "sparse_attn_tiled", "lanes": 64, "num_warps": 4, "num_stages": 2}
+BAD_ATTN_LAUNCHES = [  # (mode, launch, error type, what the message says)
+    ("decode", {**ATTN, "splits": 0}, ValueError, "splits must be ≥ 1"),
+    ("decode", {**ATTN, "splits": -2}, ValueError, "splits must be ≥ 1"),
+    ("prefill", {**ATTN, "splits": 0}, ValueError, "splits must be ≥ 1"),
+    ("decode", {**ATTN, "splits": 3}, ValueError, "splits must be a power"),
+    ("decode", _without(ATTN, "splits"), ValueError, "missing key 'splits'"),
+    ("decode", _without(ATTN, "num_stages"), ValueError, "missing key 'num_stages'"),
+    ("decode", {**ATTN, "kv_tile": 48}, ValueError, "kv_tile must be a power"),
+    ("decode", {**ATTN, "kv_tile": 8}, ValueError, "kv_tile must be ≥ 16"),
+    ("decode", {**ATTN, "kv_tile": 256}, ValueError, "kv_tile must be ≤ 128"),
+    ("decode", {**ATTN, "head_split": 0}, ValueError, "head_split must be ≥ 1"),
+    ("decode", {**ATTN, "merge_kernel": 1}, TypeError, "merge_kernel must be a bool"),
+    ("decode", {**ATTN, "split": 2}, ValueError, "unknown key 'split'"),
+    ("decode", {**ATTN, "variant": "sparse_attn"}, ValueError, "variant must be"),
+    ("decode", TILED, ValueError, "serves prefill rows only"),
+    ("prefill", {**TILED, "lanes": 24}, ValueError, "lanes must be a power"),
+    ("prefill", {**TILED, "lanes": 8}, ValueError, "lanes must be ≥ 16"),
+    ("prefill", _without(TILED, "lanes"), ValueError, "missing key 'lanes'"),
+    ("prefill", {**TILED, "splits": 2}, ValueError, "unknown key 'splits'"),
+    ("decode", (2, 4, 2), TypeError, "must be a dict"),
+]
+
+
+def _attn_inputs(mode):
+    T, Hkv, G, D = 2, 1, 4, 64
+    g = torch.Generator().manual_seed(4)
+    args = dict(q=torch.randn((T, Hkv * G, D), generator=g).bfloat16().to(DEVICE),
+                kv=torch.randn((2, 2, 128, Hkv, D), generator=g).bfloat16().to(DEVICE),
+                topk_idx=torch.zeros((Hkv, T, 2), dtype=torch.int32, device=DEVICE),
+                block_table=_int32([[0, 1]]), seq_lens=_int32([200]), num_kv_heads=Hkv,
+                sm_scale=0.125, output=torch.zeros((T, Hkv * G, D), device=DEVICE))
+    if mode == "decode":
+        return dict(args, decode_query_len=T)
+    return dict(args, cu_seqlens_q=_int32([0, T]), prefix_lens=_int32([198]), max_query_len=T)
+
+
+@pytest.mark.parametrize("case", range(len(BAD_ATTN_LAUNCHES)))
+def test_sparse_attn_with_launch_refuses_bad_launches_by_key(case, launches_fail):
+    """splits 0 or negative gave wrong outputs (an empty grid), non-power-of-two tiles failed
+    inside Triton, missing keys were KeyErrors; sparse_decode_step_with_launch checks the same
+    launch."""
+    mode, launch, error, says = BAD_ATTN_LAUNCHES[case]
+    sa = generated.sparse_attention
+    with pytest.raises(error) as info:
+        sa.sparse_attn_with_launch(launch, mode, **_attn_inputs(mode))
+    assert str(info.value).startswith("launch:") and says in str(info.value), info.value
+    if mode != "decode":
+        return
+    step = _attn_inputs("decode")
+    T, Hkv, D = step["q"].shape[0], step["num_kv_heads"], step["q"].shape[2]
+    step.update(idx_q=torch.zeros((T, Hkv, D), dtype=torch.bfloat16, device=DEVICE),
+                index_kv_cache=torch.zeros((2, 128, D), dtype=torch.bfloat16, device=DEVICE),
+                index_block_table=_int32([[0, 1]]), max_seq_len=200, topk=2, init_blocks=0,
+                local_blocks=1, max_decode_query_len=T)
+    del step["topk_idx"]
+    with pytest.raises(error) as info:
+        sa.sparse_decode_step_with_launch(launch, **step)
+    assert str(info.value).startswith("launch:") and says in str(info.value), info.value
+
+
+def test_sparse_attn_with_launch_names_its_mode_and_arguments(launches_fail):
+    sa = generated.sparse_attention
+    for mode in ("Decode", ["decode"], None):
+        assert_named(ValueError, "mode", sa.sparse_attn_with_launch, launch=ATTN, mode=mode,
+                     **_attn_inputs("decode"))
+    args = _attn_inputs("decode")
+    del args["output"]
+    with pytest.raises(TypeError, match="output"):  # was a KeyError
+        sa.sparse_attn_with_launch(ATTN, "decode", **args)
+
+
+def test_launch_rules_are_the_specs_params():
+    """The rules *_with_launch apply are each variant's declared launch parameters (not a
+    second list): the same names, kinds, powers of two, ranges and optional values."""
+    from codegen import registry
+
+    reg = registry.load()
+    got = generated._runtime.LAUNCH_PARAMS
+    for v in reg.variants.values():
+        if v.params:
+            assert got[v.name] == {p.name: (p.kind, p.pow2, p.minimum, p.maximum, p.optional)
+                                   for p in v.params}, v.name
+    assert set(got) == {v.name for v in reg.variants.values() if v.params}
