@@ -102,9 +102,11 @@ def test_router_ablation_smoke_builds_and_times_every_variant(tmp_path):
     assert [r["kernel"] for r in report] == ["per_expert"] * 4 + ["splitk"] * 4
     assert all(set(r["us"]) == common | {"no_x", "no_w", "no_loads"} for r in report[:4])
     assert all(set(r["us"]) == common | {"sk_partials_only", "sk_relaxed", "sk_one_partial",
-                                         "sk_tf32", "sk_no_loads", "sk_exact16"}
+                                         "sk_tf32", "sk_no_loads", "sk_one_chain",
+                                         "sk_builtin"}
                for r in report[4:])
-    # the split-K rows cover every x · w dtype pair (each branch of sk_exact16, checked)
+    # the split-K rows cover every x · w dtype pair (each branch of the products, the correct
+    # variants checked against the kernel)
     assert {(r["x_dtype"], tuple(r["shape"])) for r in report[4:]} == {
         (x, s) for x in ("fp32", "bf16") for s in ((4096, 192), (7168, 896))}
 
