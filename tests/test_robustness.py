@@ -529,6 +529,22 @@ def test_buffers_sharing_memory_are_refused_by_name():
                                   "completion_counter": lens[:T + 1].view(1, T + 1)})
 
 
+def test_sharing_is_checked_again_when_the_addresses_change_under_one_plan():
+    """The same plan key (shapes, strides, alignment) with the counter moved over ``out``:
+    refused, although the last call's addresses passed; the separate buffers pass again."""
+    base = _decode_case(1, 0, False)
+    counter = base["completion_counter"]
+    out = base["out"]
+    over_out = out.view(-1)[:counter.numel()].view(counter.shape)
+    assert over_out.data_ptr() % 16 == counter.data_ptr() % 16 == 0
+    generated.index_decode(**base)
+    generated.index_decode(**base)  # the same addresses: the remembered ones
+    with pytest.raises(ValueError, match="^out: shares memory with completion_counter"):
+        generated.index_decode(**{**base, "completion_counter": over_out})
+    out.fill_(-9)
+    generated.index_decode(**base)
+
+
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 def test_views_with_a_pending_negation_and_non_strided_tensors_are_refused():
     """A view flagged negated (its memory holds the values before the negation) and sparse
