@@ -249,6 +249,13 @@ class Param:
     doc: str = attrs.field(default="", validator=typed(str))
     loc: Location = LOC
 
+    def rule(self) -> tuple:
+        """(kind, pow2, minimum, maximum, optional): what a launch given by hand is held to
+        (generated `_runtime.LAUNCH_PARAMS`); a bool's range is 0..1."""
+        if self.kind == "bool":
+            return (self.kind, False, 0, 1, self.optional)
+        return (self.kind, self.pow2, self.minimum, self.maximum, self.optional)
+
     def check(self, owner: Any, field: str, value: Any) -> None:
         """Raise SpecError (against ``owner``) unless ``value`` is valid for this parameter."""
         where = f"{field}.{self.name}"

@@ -184,7 +184,7 @@ def artifacts(reg: Registry) -> list[Artifact]:
            "capability": literal(h.capability), "description": h.description}
           for h in reg.hardware.values()]
     launch_params = [{"name": v.name, "where": _where(v), "params": [
-        {"name": p.name, "rule": literal((p.kind, p.pow2, p.minimum, p.maximum, p.optional))}
+        {"name": p.name, "rule": literal(p.rule())}
         for p in v.params]} for v in reg.variants.values() if v.params]
     out.append(Artifact(path="_runtime.py", template="runtime.py.j2",
                         specs=tuple((h.name, _where(h)) for h in reg.hardware.values()),

@@ -964,6 +964,7 @@ def test_launch_rules_are_the_specs_params():
     got = generated._runtime.LAUNCH_PARAMS
     for v in reg.variants.values():
         if v.params:
-            assert got[v.name] == {p.name: (p.kind, p.pow2, p.minimum, p.maximum, p.optional)
-                                   for p in v.params}, v.name
+            assert got[v.name] == {p.name: p.rule() for p in v.params}, v.name
+            assert all(r.minimum == p.minimum and r.maximum == p.maximum
+                       for p in v.params if p.kind == "int" for r in [got[v.name][p.name]])
     assert set(got) == {v.name for v in reg.variants.values() if v.params}
