@@ -6,13 +6,16 @@ interleaved with the kernel as generated, the kernel with its merge in a second 
 (``merge_kernel``) and an empty kernel (graph replay, L2 flushed) on the rows where vLLM is
 ahead or the copy rate is missed; with each row, a plain read of its KV bytes (bench_attn's
 floor). Most source variants' outputs are wrong by design (timing only); those in CORRECT
-compute the kernel's result, and the study checks their bits against it.
+compute the kernel's result, and the study checks their bits against it. `cluster_merge` runs
+a row's splits as one thread-block cluster and merges them through distributed shared memory
+(inline PTX; NVIDIA only, left out with --smoke).
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
     python3 tools/attn_ablation.py OUTDIR --variants base,splits_first --rows grids --table
         # chosen variants, the rows of several-wave grids, each at its table launch
     python3 tools/attn_ablation.py OUTDIR --rows copy --table   # the copy-rate misses
+    python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base,cluster_merge
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base \
         --launch "splits=1,head_split=4,num_warps=8;splits=2,head_split=2"
         # other launches beside the table's (unset: 4 warps, 2 stages, whole blocks)
@@ -154,11 +157,125 @@ VARIANTS = {
 # both of the pick's cheaper forms measured so far together: the table row first and one
 # packed pick (a correct kernel while the table is at most 256 blocks wide)
 VARIANTS["packed_prefetch"] = VARIANTS["table_prefetch"] + VARIANTS["packed_pick"]
+
+# The splits of a (row, KV head) as one thread-block cluster: grid (splits, pairs), clusters
+# of the first axis. Each split leaves its o and lse at the end of its own shared memory (the
+# launch's dynamic size raised by them, past what the kernel uses), and split 0 merges them
+# through distributed shared memory (inline PTX), in split order as `_merged_partials` does:
+# no partials in global memory, no fence, no arrival atomic. A correct kernel (compare bits
+# and times); NVIDIA sm_90 only (inline PTX: not on the interpreter).
+CLUSTER_OLD_PARTIALS = """\
+        # Partials in one fp32 buffer: o [SPLITS, rows, HQ, D], then lse [SPLITS, rows, HQ].
+        HQ = num_kv_heads * G
+        lse_base = part_ptr + SPLITS * num_rows.to(tl.int64) * HQ * D
+        split_stride = num_rows.to(tl.int64) * HQ
+        first_slot = row.to(tl.int64) * HQ + head  # split 0's slot of each lane
+        lse = tl.where(seen, m_i + tl.log(tl.where(seen, l_i, 1.0)), float("-inf"))
+        slot = split * split_stride + first_slot
+        tl.store(part_ptr + slot[:, None] * D + offs_d[None, :], o, mask=lane_ok[:, None])
+        tl.store(lse_base + slot, lse, mask=lane_ok)
+        if not MERGE_KERNEL:
+            # one arrival counter per (row, KV head, head share): this program's first axis
+            _merge_last_arrival(part_ptr, lse_base, counter_ptr + tl.program_id(0), out_ptrs,
+                                split_stride, first_slot, lane_ok, offs_d, GP, D, SPLITS)
+"""
+CLUSTER_PARTIALS = """\
+        lse = tl.where(seen, m_i + tl.log(tl.where(seen, l_i, 1.0)), float("-inf"))
+        own = _cluster_own_base(GP * D * 4 + GP * 4)
+        o_addr = own + (lane[:, None] * D + offs_d[None, :]) * 4
+        lse_addr = own + GP * D * 4 + lane * 4
+        _st_shared(o_addr, o)
+        _st_shared(lse_addr, lse)
+        _cluster_sync()
+        if split == 0:
+            top = tl.full([GP], float("-inf"), tl.float32)
+            for sp in tl.static_range(SPLITS):
+                top = tl.maximum(top, _ld_cluster(lse_addr, sp))
+            top = tl.where(top == float("-inf"), 0.0, top)
+            total = tl.zeros([GP], tl.float32)
+            merged = tl.zeros([GP, D], tl.float32)
+            for sp in tl.static_range(SPLITS):
+                w = tl.exp2((_ld_cluster(lse_addr, sp) - top) * _LOG2E)
+                merged += _ld_cluster(o_addr, sp) * w[:, None]
+                total += w
+            merged = merged / tl.where(total > 0.0, total, 1.0)[:, None]
+            merged = tl.where((total > 0.0)[:, None], merged, 0.0)
+            tl.store(out_ptrs, merged.to(out_ptr.dtype.element_ty), mask=lane_ok[:, None])
+        # the peers' shared memory must outlive split 0's reads
+        _cluster_sync()
+"""
+CLUSTER_HELPERS = """
+
+@triton.jit
+def _cluster_own_base(nbytes: tl.constexpr):
+    # shared-window address of the last nbytes of this CTA's dynamic shared memory
+    return tl.inline_asm_elementwise(
+        "{ .reg .u32 sz; mov.u32 sz, %dynamic_smem_size; mov.u32 $0, global_smem; "
+        "add.u32 $0, $0, sz; }", "=r", [], dtype=tl.int32, is_pure=True, pack=1) - nbytes
+
+
+@triton.jit
+def _st_shared(addr, value):
+    tl.inline_asm_elementwise("st.shared.f32 [$1], $2; mov.u32 $0, 0;", "=r,r,f",
+                              [addr, value], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _ld_cluster(addr, rank):
+    # addr in the shared memory of the cluster's CTA of that rank
+    return tl.inline_asm_elementwise(
+        "{ .reg .u32 ra; mapa.shared::cluster.u32 ra, $1, $2; ld.shared::cluster.f32 $0, [ra]; }",
+        "=f,r,r", [addr, addr * 0 + rank], dtype=tl.float32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _cluster_sync():
+    # every thread of every CTA of the cluster: earlier shared stores visible to all of them
+    tl.inline_asm_elementwise(
+        "barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned; "
+        "mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+class _ClusterLaunch(_rt.KernelLaunch):
+    # the grid's first axis (the splits) as one cluster; the compiled kernel's launch metadata
+    # (num_warps, num_ctas, shared bytes) says so to Triton's launcher, which then makes
+    # clusters of num_ctas CTAs along x (and multiplies grid x by it: grid x is passed as 1)
+    __slots__ = ("meta",)
+
+    def __call__(self, *args):
+        if self.compiled is None:
+            self.compiled = self.kernel.warmup(*args, grid=self.grid, **self.options)
+            names = self.kernel.arg_names
+            gp, d = args[names.index("GP")], args[names.index("D")]
+            warps, _, shared = self.compiled.packed_metadata
+            total = shared + gp * d * 4 + gp * 4
+            self.meta = (warps, self.grid[0], total)
+            # raises the function's dynamic shared memory limit to total (and counts clusters)
+            triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
+                self.compiled.function, total, self.grid[0])
+        _, gy, gz = self.grid
+        stream = torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+        self.compiled.run(1, gy, gz, stream, self.compiled.function, self.meta, None, None,
+                          None, *args)
+"""
+VARIANTS["cluster_merge"] = [
+    ("    pair = tl.program_id(0) // HS\n", "    pair = tl.program_id(1) // HS\n"),
+    ("    split = tl.program_id(1)\n", "    split = tl.program_id(0)\n"),
+    ("    head = g * G + tl.program_id(0) % HS * GH + lane",
+     "    head = g * G + tl.program_id(1) % HS * GH + lane"),
+    (CLUSTER_OLD_PARTIALS, CLUSTER_PARTIALS),
+    ("    attn = _rt.KernelLaunch(_sparse_attn_kernel, (T * Hkv * HS, splits),",
+     "    attn = _ClusterLaunch(_sparse_attn_kernel, (splits, T * Hkv * HS),"),
+    ("\ndef tile_rows(", CLUSTER_HELPERS + "\n\ndef tile_rows("),
+]
+# variants the interpreter cannot run (inline PTX)
+NVIDIA_ONLY = ("cluster_merge",)
 # name -> launch options a variant adds
-LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True)}
+LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
+                  "cluster_merge": dict(merge_kernel=False)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("splits_first", "merge_kernel", "table_prefetch", "scratch_pick", "gather_pick",
-           "packed_pick", "packed_prefetch", "early_table")
+           "packed_pick", "packed_prefetch", "early_table", "cluster_merge")
 
 
 def build(name, edits):
@@ -210,7 +327,7 @@ def main():
     dev = "cpu" if SMOKE else "cuda"
     wanted = option("--variants")  # e.g. base,splits_first
     variants = {n: e for n, e in VARIANTS.items()
-                if wanted is None or n in wanted.split(",")}
+                if (wanted is None or n in wanted.split(",")) and not (SMOKE and n in NVIDIA_ONLY)}
     mods = {n: build(n, e) for n, e in variants.items()}
     rows = [(16, 1, 2, 1024, 1)] if SMOKE else [
         (32, 2, 1, 8192, 1), (32, 2, 1, 8192, 4), (64, 4, 1, 32768, 1), (8, 1, 1, 32768, 1),
