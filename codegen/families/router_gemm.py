@@ -13,9 +13,10 @@ Kernels (a launch table row picks one with ``kernel=``; default ``per_expert``):
   Params block_m, block_e, block_k, num_warps, num_stages.
 - ``splitk`` (variant ``router_gemm_splitk_k{K}_n{N}``): grid (cdiv(N, block_n), split_k), one
   row tile of block_m ≥ M rows; program (nt, ks) forms the [block_m, block_n] partial of its K
-  slice with a ``tl.dot``: exact fp32 FMAs, or with ``tf32x3=True`` three TF32 tensor-core
-  products per term (hi·hi + hi·lo + lo·hi; NVIDIA compute capability ≥ 8.0 only, checked at
-  load); with split_k > 1 the last program to arrive at the tile's counter sums the split_k
+  slice with a ``tl.dot``: exact fp32 FMAs, or with ``tf32x3=True`` TF32 tensor-core
+  products that keep fp32's accuracy (an fp32 operand splits into head and remainder: head·head
+  + head·rest + rest·head; a bf16 operand does not split; bf16·bf16 is one exact 16-bit
+  product; NVIDIA compute capability ≥ 8.0 only, checked at load); with split_k > 1 the last program to arrive at the tile's counter sums the split_k
   partials in ks order (deterministic). Params block_m, block_n, block_k, split_k, tf32x3,
   num_warps, num_stages.
 
