@@ -164,21 +164,18 @@ VARIANTS["packed_prefetch"] = VARIANTS["table_prefetch"] + VARIANTS["packed_pick
 # through distributed shared memory (inline PTX), in split order as `_merged_partials` does:
 # no partials in global memory, no fence, no arrival atomic. A correct kernel (compare bits
 # and times); NVIDIA sm_90 only (inline PTX: not on the interpreter).
-CLUSTER_OLD_PARTIALS = """\
-        # Partials in one fp32 buffer: o [SPLITS, rows, HQ, D], then lse [SPLITS, rows, HQ].
-        HQ = num_kv_heads * G
-        lse_base = part_ptr + SPLITS * num_rows.to(tl.int64) * HQ * D
-        split_stride = num_rows.to(tl.int64) * HQ
-        first_slot = row.to(tl.int64) * HQ + head  # split 0's slot of each lane
-        lse = tl.where(seen, m_i + tl.log(tl.where(seen, l_i, 1.0)), float("-inf"))
-        slot = split * split_stride + first_slot
-        tl.store(part_ptr + slot[:, None] * D + offs_d[None, :], o, mask=lane_ok[:, None])
-        tl.store(lse_base + slot, lse, mask=lane_ok)
-        if not MERGE_KERNEL:
-            # one arrival counter per (row, KV head, head share): this program's first axis
-            _merge_last_arrival(part_ptr, lse_base, counter_ptr + tl.program_id(0), out_ptrs,
-                                split_stride, first_slot, lane_ok, offs_d, GP, D, SPLITS)
-"""
+def _source_block(first: str, last: str) -> str:
+    """The generated kernel's lines from the one starting with ``first`` through the one
+    starting with ``last`` (the text a variant replaces, read rather than copied here)."""
+    lines = open(base.__file__).read().splitlines(keepends=True)
+    i = next(n for n, line in enumerate(lines) if line.startswith(first))
+    j = next(n for n in range(i, len(lines)) if lines[n].startswith(last))
+    return "".join(lines[i:j + 1])
+
+
+# the split's partials to global memory and the last arrival's merge
+CLUSTER_OLD_PARTIALS = _source_block("        # Partials in one fp32 buffer",
+                                     "                                split_stride, first_slot,")
 CLUSTER_PARTIALS = """\
         lse = tl.where(seen, m_i + tl.log(tl.where(seen, l_i, 1.0)), float("-inf"))
         own = _cluster_own_base(GP * D * 4 + GP * 4)
