@@ -1,10 +1,10 @@
 """Device study: where the time of the latency-bound sparse-attention rows goes. Variants of
 generated/sparse_attn.py, each built by replacing one piece of the split kernel's source text
-(no merge, no arrival atomic, no K/V traffic, no block-table load, no per-step pick of the block
-out of the list or that pick done another way, the split kernel without its merge kernel), timed
-interleaved with the kernel as generated, the kernel with its merge in a second kernel
-(``merge_kernel``) and an empty kernel (graph replay, L2 flushed) on the rows where vLLM is
-ahead or the copy rate is missed; with each row, a plain read of its KV bytes (bench_attn's
+(no merge, no arrival atomic, no K/V traffic, no block-table load, no softmax arithmetic, no
+per-step pick of the block out of the list or that pick done another way, the split kernel
+without its merge kernel), timed interleaved with the kernel as generated, the kernel with
+its merge in a second kernel (``merge_kernel``) and an empty kernel (graph replay, L2 flushed)
+on the rows where vLLM is ahead or the copy rate is missed; with each row, a plain read of its KV bytes (bench_attn's
 floor). Most source variants' outputs are wrong by design (timing only); those in CORRECT
 compute the kernel's result, and the study checks their bits against it. `cluster_merge` runs
 a row's splits as one thread-block cluster and merges them through distributed shared memory
@@ -81,6 +81,12 @@ VARIANTS = {
          "    pages = tl.where(usable & (ids < 256),\n"
          "                     tl.gather(trow, tl.where(usable & (ids < 256), ids, 0), 0), -1)\n",
          1)],
+    # no softmax arithmetic per step: the scores are the weights and the running sums are
+    # not rescaled (timing only: the output is wrong); the loads and both products stay
+    "no_softmax": [("    alpha = tl.exp2((m_i - shift) * _LOG2E)\n",
+                    "    alpha = m_i * 0.0 + 1.0\n", 1),
+                   ("    p = tl.exp2((s - shift[:, None]) * _LOG2E)\n",
+                    "    p = tl.where(s == float(\"-inf\"), 0.0, s)\n", 1)],
     # the ids not read: every row lists blocks 0..topk-1 (no first dependent load; timing
     # only: the output is wrong)
     "no_ids": [("    ids = tl.load(ids_ptr + k_i * stride_ik, mask=k_i < topk, other=-1)\n",
