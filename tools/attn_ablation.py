@@ -4,9 +4,10 @@ generated/sparse_attn.py, each built by replacing one piece of the split kernel'
 per-step pick of the block out of the list or that pick done another way, the split kernel
 without its merge kernel), timed interleaved with the kernel as generated, the kernel with
 its merge in a second kernel (``merge_kernel``) and an empty kernel (graph replay, L2 flushed)
-on the rows where vLLM is ahead or the copy rate is missed; with each row, a plain read of its KV bytes (bench_attn's
-floor). Most source variants' outputs are wrong by design (timing only); those in CORRECT
-compute the kernel's result, and the study checks their bits against it. `cluster_merge` runs
+on the rows where vLLM is ahead or the copy rate is missed; with each row, a plain read of
+its KV bytes (bench_attn's floor). Most source variants' outputs are wrong by design (timing
+only); those in CORRECT compute the kernel's result, and the study checks their bits against
+it. `cluster_merge` runs
 a row's splits as one thread-block cluster and merges them through distributed shared memory
 (inline PTX; NVIDIA only, left out with --smoke).
 
