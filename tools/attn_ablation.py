@@ -7,9 +7,8 @@ its merge in a second kernel (``merge_kernel``) and an empty kernel (graph repla
 on the rows where vLLM is ahead or the copy rate is missed; with each row, a plain read of
 its KV bytes (bench_attn's floor). Most source variants' outputs are wrong by design (timing
 only); those in CORRECT compute the kernel's result, and the study checks their bits against
-it. `cluster_merge` runs
-a row's splits as one thread-block cluster and merges them through distributed shared memory
-(inline PTX; NVIDIA only, left out with --smoke).
+it. `cluster_merge` runs a row's splits as one thread-block cluster and merges them through
+distributed shared memory (inline PTX; NVIDIA only, left out with --smoke).
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
