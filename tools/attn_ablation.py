@@ -248,6 +248,7 @@ class _ClusterLaunch(_rt.KernelLaunch):
     def __call__(self, *args):
         if self.compiled is None:
             self.compiled = self.kernel.warmup(*args, grid=self.grid, **self.options)
+            self.compiled.run  # loads the binary (compiled.function is None until then)
             names = self.kernel.arg_names
             gp, d = args[names.index("GP")], args[names.index("D")]
             warps, _, shared = self.compiled.packed_metadata
