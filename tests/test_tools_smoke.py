@@ -71,8 +71,11 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     names = {k.split(" ")[-1] for k in report[0]["us"]}
     assert {"base", "no_merge", "no_atomic", "no_kv", "no_table", "no_pick", "merge_kernel",
-            "scratch_pick", "gather_pick", "packed_pick", "packed_prefetch"} <= names
-    # the variants that compute the generated kernel's result give its bits
+            "scratch_pick", "gather_pick", "packed_pick", "packed_prefetch",
+            "keys_rows"} <= names
+    # the variants that compute the generated kernel's result give its bits (keys_rows:
+    # within its bound)
+    assert any(k.endswith(" keys_rows") for k in report[0]["same_bits"])
     assert report[0]["same_bits"] and all(report[0]["same_bits"].values())
 
 
