@@ -335,9 +335,79 @@ VARIANTS["keys_rows"] = [
     ("SCALES, DOT)\n    seen = l_i > 0.0\n    o = acc / tl.where(seen, l_i, 1.0)[:, None]\n",
      "SCALES, DOT)\n    seen = l_i > 0.0\n    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
 ]
+# Each warp its own share of a step's keys with its own running softmax (a batched product:
+# the warps are the batch axis, so a step's row max, row sum and P·V operand stay inside one
+# warp: no barrier per step), the warps' partials combined once after the loop. Computes the
+# kernel's result with the sums in another order (checked within CLOSE's bound).
+WARP_SPLITS_BLOCK = """@triton.jit
+def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
+                     kv_ptr, head_off, stride_kp, stride_kt, stride_kd, v_off,
+                     k_scale_ptr, v_scale_ptr, scale_head_off, sm_scale,
+                     D: tl.constexpr, BLOCK_N: tl.constexpr, SCALES: tl.constexpr,
+                     DOT: tl.constexpr, WS: tl.constexpr):
+    # q [WS, GP, D]; m_i, l_i [WS, GP]; acc [WS, GP, D]: warp w takes keys w·KW .. w·KW+KW−1
+    KW: tl.constexpr = BLOCK_N // WS
+    offs_t = part * BLOCK_N + tl.arange(0, WS)[:, None] * KW + tl.arange(0, KW)[None, :]
+    offs_d = tl.arange(0, D)
+    base = kv_ptr + page.to(tl.int64) * stride_kp + head_off
+    kv_offs = offs_t[:, :, None] * stride_kt + offs_d[None, None, :] * stride_kd
+    k = tl.load(base + kv_offs).to(q.dtype)
+    if DOT == "tf32x3":
+        s = tl.dot(q, tl.permute(k, (0, 2, 1)), input_precision="tf32x3")
+    else:
+        s = tl.dot(q, tl.permute(k, (0, 2, 1)))
+    s = s * sm_scale
+    slot = page.to(tl.int64) * _BLOCK + offs_t
+    if SCALES == "scalar":
+        s = s * tl.load(k_scale_ptr)
+    elif SCALES == "per_token":
+        s = s * tl.load(k_scale_ptr + scale_head_off + slot)[:, None, :]
+    key = b * _BLOCK + offs_t
+    visible = (key <= pos) & (key < seq_len)
+    s = tl.where(visible[:, None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=2))
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2((m_i - shift) * _LOG2E)
+    p = tl.exp2((s - shift[:, :, None]) * _LOG2E)
+    l_i = l_i * alpha + tl.sum(p, axis=2)
+    if SCALES == "scalar":
+        p = p * tl.load(v_scale_ptr)
+    elif SCALES == "per_token":
+        p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None, :]
+    v = tl.load(base + v_off + kv_offs).to(q.dtype)
+    if DOT == "tf32x3":
+        pv = tl.dot(p, v, input_precision="tf32x3")
+    else:
+        pv = tl.dot(p.to(q.dtype), v)
+    acc = acc * alpha[:, :, None] + pv
+    return m_new, l_i, acc
+
+
+"""
+VARIANTS["warp_splits"] = [
+    ("@triton.jit\ndef _attend_block(", WARP_SPLITS_BLOCK + "@triton.jit\ndef _attend_block("),
+    ("    m_i = tl.full([GP], float(\"-inf\"), tl.float32)\n"
+     "    l_i = tl.zeros([GP], tl.float32)\n"
+     "    acc = tl.zeros([GP, D], tl.float32)\n",
+     "    WS: tl.constexpr = 4\n"
+     "    q = tl.broadcast_to(q[None, :, :], [WS, GP, D])\n"
+     "    m_i = tl.full([WS, GP], float(\"-inf\"), tl.float32)\n"
+     "    l_i = tl.zeros([WS, GP], tl.float32)\n"
+     "    acc = tl.zeros([WS, GP, D], tl.float32)\n"),
+    ("        m_i, l_i, acc = _attend_block(\n", "        m_i, l_i, acc = _attend_block_ws(\n"),
+    ("            sm_scale, D, BLOCK_N, SCALES, DOT)\n    seen = l_i > 0.0\n",
+     "            sm_scale, D, BLOCK_N, SCALES, DOT, WS)\n"
+     "    # the warps' partials, combined\n"
+     "    m_all = tl.max(m_i, axis=0)\n"
+     "    w = tl.exp2((m_i - tl.where(m_all == float(\"-inf\"), 0.0, m_all)[None, :]) * _LOG2E)\n"
+     "    l_i = tl.sum(l_i * w, axis=0)\n"
+     "    acc = tl.sum(acc * w[:, :, None], axis=0)\n"
+     "    m_i = m_all\n"
+     "    seen = l_i > 0.0\n"),
+]
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
-CLOSE = {"keys_rows": 3e-2}
+CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2}
 # variants the interpreter cannot run (inline PTX)
 NVIDIA_ONLY = ("cluster_merge",)
 # name -> launch options a variant adds
