@@ -405,11 +405,90 @@ VARIANTS["warp_splits"] = [
      "    m_i = m_all\n"
      "    seen = l_i > 0.0\n"),
 ]
+# A timeline of each program (timing only beside that: the kernel's result): the global
+# timer (ns) at its start, once its list is compacted (ids and page ids loaded), after its
+# last key step and at its end, with its SM, written to TIMELINE through the cu_seqlens_q
+# pointer that decode never reads. After the timing the last replay's records (L2 flushed,
+# graph replay) are summarized: the spread of start times, each phase's length, and what
+# the last program to end did. NVIDIA only (inline PTX).
+TIMELINE_HELPERS = """
+
+@triton.jit
+def _now():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _now_after(x):
+    # the timer once x (an int32 scalar) exists
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [x], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _now_after_f(x):
+    # the timer once x (fp32) exists: the largest over the tensor's elements
+    return tl.max(tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,f", [x],
+                                            dtype=tl.int64, is_pure=False, pack=1), axis=0)
+
+
+@triton.jit
+def _sm_id():
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32,
+                                     is_pure=False, pack=1)
+"""
+TIMELINE_FIELDS = ("start", "listed", "looped", "end", "sm")
+VARIANTS["timeline"] = [
+    ("    # consecutive programs share a (row, KV head): its pages are read once from memory\n",
+     "    t_start = _now()\n"
+     "    # consecutive programs share a (row, KV head): its pages are read once from memory\n"),
+    ("    count = tl.sum(usable.to(tl.int32), axis=0)\n",
+     "    count = tl.sum(usable.to(tl.int32), axis=0)\n    t_listed = _now_after(count)\n"),
+    ("            sm_scale, D, BLOCK_N, SCALES, DOT)\n    seen = l_i > 0.0\n",
+     "            sm_scale, D, BLOCK_N, SCALES, DOT)\n    t_looped = _now_after_f(l_i)\n"
+     "    seen = l_i > 0.0\n"),
+    ("                                split_stride, first_slot, lane_ok, offs_d, GP, D, SPLITS)\n"
+     "\n\n@triton.jit\ndef _merged_partials(",
+     "                                split_stride, first_slot, lane_ok, offs_d, GP, D, SPLITS)\n"
+     "    t_end = _now()\n"
+     "    rec = cu_ptr + (tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)) * 5\n"
+     "    tl.store(rec, t_start)\n    tl.store(rec + 1, t_listed)\n"
+     "    tl.store(rec + 2, t_looped)\n    tl.store(rec + 3, t_end)\n"
+     "    tl.store(rec + 4, _sm_id().to(tl.int64))\n"
+     "\n\n@triton.jit\ndef _merged_partials("),
+    ("        attn(q, kv, topk_idx, block_table, seq_lens, cu_seqlens_q, prefix_lens, k_scale,",
+     "        attn(q, kv, topk_idx, block_table, seq_lens, TIMELINE, prefix_lens, k_scale,"),
+    ("\ndef tile_rows(", TIMELINE_HELPERS + "\n\nTIMELINE = torch.zeros(1 << 16, dtype=torch.int64,"
+     " device=\"cuda\")\n\n\ndef tile_rows("),
+]
+
+
+def timeline_summary(records, programs: int) -> dict:
+    """µs from the first program's start: starts, the phases' lengths (median / max) and the
+    last program to end, from TIMELINE's first ``programs`` records."""
+    rows = records[:programs * 5].view(programs, 5).tolist()
+    t0 = min(r[0] for r in rows)
+    us = [[(v - t0) / 1000 for v in r[:4]] + [r[4]] for r in rows]
+    phase = {name: sorted(r[i + 1] - r[i] for r in us)
+             for i, name in enumerate(("list", "steps", "tail"))}
+    last = max(us, key=lambda r: r[3])
+    per_sm = {}
+    for r in us:
+        per_sm[r[4]] = per_sm.get(r[4], 0) + 1
+    starts = sorted(r[0] for r in us)
+    return {"programs": programs, "sms": len(per_sm),
+            "programs_per_sm": sorted(set(per_sm.values())),
+            "start_median_max": [starts[len(starts) // 2], starts[-1]],
+            **{f"{k}_median_max": [v[len(v) // 2], v[-1]] for k, v in phase.items()},
+            "end_max": last[3], "last": dict(zip(TIMELINE_FIELDS, last))}
+
+
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("cluster_merge",)
+NVIDIA_ONLY = ("cluster_merge", "timeline")
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
                   "cluster_merge": dict(merge_kernel=False)}
@@ -540,7 +619,21 @@ def main():
             tag = tag_of(launch)
             print("   " + tag + ": " + "  ".join(f"{n} {med[tag + ' ' + n]:.2f}"
                                                   for n in variants), flush=True)
-        res.append({"row": list(row), "us": med, "plain_read_us": read, "same_bits": checks})
+        timelines = {}
+        if "timeline" in mods:
+            torch.cuda.synchronize()
+            programs = int(mods["timeline"].TIMELINE.numel())  # bounded below
+            for launch in launches:  # each launch's records: replay it alone, L2 flushed
+                tag = tag_of(launch)
+                common.flush_l2()
+                calls[f"{tag} timeline"]()
+                torch.cuda.synchronize()
+                n = R * Q * Hkv * launch.get("head_split", 1) * launch["splits"]
+                timelines[tag] = timeline_summary(mods["timeline"].TIMELINE.cpu(),
+                                                  min(n, programs // 5))
+                print(f"   {tag} timeline: {timelines[tag]}", flush=True)
+        res.append({"row": list(row), "us": med, "plain_read_us": read, "same_bits": checks,
+                    "timeline": timelines})
         with open(os.path.join(out_dir, "attn_ablation.json"), "w") as f:
             json.dump(res, f, indent=1)
         del case, q, kv, ids, table, lens, out
