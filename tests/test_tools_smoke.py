@@ -402,3 +402,22 @@ def test_profile_kernels_reads_attention_rows(monkeypatch):
     for bad in ("8:1:32:32768", "8:1:x:32768:1"):
         with pytest.raises(SystemExit, match="--attn"):
             profile_kernels.parse_attn_rows(bad)
+
+
+def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_back():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ablation_sm90.py")],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    facts = json.loads(run.stdout.strip().splitlines()[-1])
+    merge, timeline = facts["ptx"]["cluster_merge"], facts["ptx"]["timeline"]
+    assert merge["barrier.cluster"] and merge["mapa.shared::cluster"] and \
+        merge["ld.shared::cluster"] and not merge["%globaltimer"]
+    assert timeline["%globaltimer"] >= 4 and timeline["%smid"] and \
+        not timeline["barrier.cluster"]
+    # µs from the first start; the last program to end and its phases
+    assert facts["timeline"] == {
+        "programs": 3, "sms": 2, "programs_per_sm": [1, 2], "start_median_max": [0.5, 1.0],
+        "list_median_max": [1.0, 1.2], "steps_median_max": [3.0, 3.8],
+        "tail_median_max": [1.0, 2.5], "end_max": 8.0,
+        "last": {"start": 0.5, "listed": 1.7, "looped": 5.5, "end": 8.0, "sm": 7}}

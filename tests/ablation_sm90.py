@@ -1,0 +1,46 @@
+"""attn_ablation's NVIDIA-only variants compiled for sm_90 without a GPU (run in a subprocess
+without TRITON_INTERPRET), and its timeline summary on records laid out as the timeline
+variant writes them.
+
+    python3 tests/ablation_sm90.py  ->  JSON {"ptx": {variant: {instruction: count}}, "timeline": {...}}
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
+import torch  # noqa: E402
+
+# the timeline variant keeps its records on the GPU: here they stay on the CPU
+_zeros = torch.zeros
+torch.zeros = lambda *shape, device=None, **kw: _zeros(*shape, **kw)
+
+import attn_ablation as ab  # noqa: E402
+import generated.sparse_attn as gsa  # noqa: E402
+from sm90_code import attention  # noqa: E402
+
+INSTRUCTIONS = ("%globaltimer", "%smid", "barrier.cluster", "mapa.shared::cluster",
+                "ld.shared::cluster")
+
+
+def main():
+    kernel = gsa._sparse_attn_kernel
+    ptx = {}
+    for name in ab.NVIDIA_ONLY:
+        gsa._sparse_attn_kernel = ab.build(name, ab.VARIANTS[name])._sparse_attn_kernel
+        try:
+            text = attention(group=16, kv_tile=128, splits=2, stages=2).asm["ptx"]
+        finally:
+            gsa._sparse_attn_kernel = kernel
+        ptx[name] = {k: text.count(k) for k in INSTRUCTIONS}
+    # three programs (start, listed, looped, end in ns; SM), then another launch's leftovers
+    records = torch.tensor([1000, 2000, 5000, 6000, 7, 1500, 2700, 6500, 9000, 7,
+                            2000, 2600, 4000, 4500, 9] + [99] * 5, dtype=torch.int64)
+    print(json.dumps({"ptx": ptx, "timeline": ab.timeline_summary(records, 3)}))
+
+
+if __name__ == "__main__":
+    main()
