@@ -10,7 +10,9 @@ only); those in CORRECT compute the kernel's result, and the study checks their 
 it. `cluster_merge` runs a row's splits as one thread-block cluster and merges them through
 distributed shared memory (inline PTX; NVIDIA only, left out with --smoke). `keys_rows`
 makes the keys the rows of both products (wgmma on sm_90); its result is checked against the
-kernel's within CLOSE's bound.
+kernel's within CLOSE's bound. `timeline` records when each program starts, has its list,
+ends its last step and ends (NVIDIA only). Beside each launch an empty kernel on its grid,
+with and without its dynamic shared memory, times the launch without the work.
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
@@ -497,6 +499,36 @@ CORRECT = ("splits_first", "merge_kernel", "table_prefetch", "scratch_pick", "ga
            "packed_pick", "packed_prefetch", "early_table", "cluster_merge")
 
 
+class EmptyGrid:
+    """An empty kernel launched on a grid with ``num_warps`` warps and ``shared`` bytes of
+    dynamic shared memory: what the attention's launch costs without its work (with shared
+    0, without the shared-memory configuration its programs need either)."""
+
+    def __init__(self, grid, num_warps, shared, dummy):
+        import triton
+
+        self.grid, self.dummy = tuple(grid) + (1,) * (3 - len(grid)), dummy
+        kernel = common._empty_kernel()
+        self.compiled = kernel.warmup(dummy, grid=(1,), num_warps=num_warps)
+        self.compiled.run  # loads the binary (compiled.function is None until then)
+        if shared:  # raises the function's dynamic shared memory limit to ``shared``
+            triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
+                self.compiled.function, shared, 1)
+        self.meta = (num_warps, 1, shared)
+
+    def __call__(self):
+        stream = torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+        self.compiled.run(*self.grid, stream, self.compiled.function, self.meta, None, None,
+                          None, self.dummy)
+
+
+def attention_launch(run):
+    """The split kernel's launch inside a prepared ``run`` (after its first call)."""
+    import inspect
+
+    return inspect.getclosurevars(run).nonlocals["attn"]
+
+
 def build(name, edits):
     src = open(base.__file__).read()
     for edit in edits:
@@ -598,6 +630,18 @@ def main():
                         checks[f"{tag} {name}"] = bool(diff <= CLOSE[name])
                     elif want is not None:
                         checks[f"{tag} {name}"] = bool(torch.equal(out, want))
+                if name == "base" and not SMOKE:
+                    # the launch's cost without its work: its grid and warps, with and
+                    # without its dynamic shared memory
+                    attn = attention_launch(run).compiled
+                    for label, shared in (("empty grid", 0),
+                                          ("empty grid+smem", attn.metadata.shared)):
+                        try:
+                            calls[f"{tag} {label}"] = EmptyGrid(
+                                attention_launch(run).grid, attn.metadata.num_warps, shared,
+                                dummy)
+                        except Exception as e:  # noqa: BLE001 - a study: report, go on
+                            print(f"   {tag} {label}: not timed ({e})", flush=True)
         samplers = {}
         for k, fn in calls.items():
             fn()
@@ -617,8 +661,10 @@ def main():
               + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
         for launch in launches:
             tag = tag_of(launch)
+            names = list(variants) + [n for n in ("empty grid", "empty grid+smem")
+                                      if f"{tag} {n}" in med]
             print("   " + tag + ": " + "  ".join(f"{n} {med[tag + ' ' + n]:.2f}"
-                                                  for n in variants), flush=True)
+                                                  for n in names), flush=True)
         timelines = {}
         if "timeline" in mods:
             torch.cuda.synchronize()
