@@ -466,6 +466,81 @@ VARIANTS["timeline"] = [
 ]
 
 
+# K and V tiles by the tensor memory accelerator (TMA) instead of per-thread async copies: one
+# descriptor each for the program's KV head (made in the kernel; its 128 bytes come from
+# triton's allocator), a tile one bulk copy. `tma`: a [pages, 128, D] descriptor, a tile at
+# (page, first token, 0); `tma2d`: the page and token axes folded into one of stride
+# stride_kt (needs stride_kp % stride_kt == 0, as both cache layouts have). The result is the
+# kernel's (the same products on the same tiles: checked within CLOSE). Contiguous bf16 cache,
+# no scales only (a study).
+TMA_BLOCK = """
+
+@triton.jit
+def _attend_block_tma(q, m_i, l_i, acc, b, page, part, pos, seq_len, k_desc, v_desc, ratio,
+                      sm_scale, D: tl.constexpr, BLOCK_N: tl.constexpr, RANK: tl.constexpr):
+    t0 = part * BLOCK_N
+    if RANK == 3:
+        k = tl.reshape(k_desc.load([page, t0, 0]), [BLOCK_N, D])
+    else:
+        k = k_desc.load([page * ratio + t0, 0])
+    s = tl.dot(q, tl.trans(k.to(q.dtype))) * sm_scale
+    key = b * _BLOCK + t0 + tl.arange(0, BLOCK_N)
+    s = tl.where(((key <= pos) & (key < seq_len))[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2((m_i - shift) * _LOG2E)
+    p = tl.exp2((s - shift[:, None]) * _LOG2E)
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    if RANK == 3:
+        v = tl.reshape(v_desc.load([page, t0, 0]), [BLOCK_N, D])
+    else:
+        v = v_desc.load([page * ratio + t0, 0])
+    acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v.to(q.dtype))
+    return m_new, l_i, acc
+"""
+
+
+def tma_edits(rank: int) -> list:
+    if rank == 3:
+        make = ("    ratio = 1\n"
+                "    k_desc = tl.make_tensor_descriptor(kv_ptr + head_off, shape=[num_pages, _BLOCK, D],\n"
+                "                                       strides=[stride_kp, stride_kt, 1],\n"
+                "                                       block_shape=[1, BLOCK_N, D])\n"
+                "    v_desc = tl.make_tensor_descriptor(kv_ptr + head_off + v_off,\n"
+                "                                       shape=[num_pages, _BLOCK, D],\n"
+                "                                       strides=[stride_kp, stride_kt, 1],\n"
+                "                                       block_shape=[1, BLOCK_N, D])\n")
+    else:
+        make = ("    ratio = stride_kp // stride_kt\n"
+                "    k_desc = tl.make_tensor_descriptor(kv_ptr + head_off, shape=[num_pages * ratio, D],\n"
+                "                                       strides=[stride_kt, 1], block_shape=[BLOCK_N, D])\n"
+                "    v_desc = tl.make_tensor_descriptor(kv_ptr + head_off + v_off,\n"
+                "                                       shape=[num_pages * ratio, D],\n"
+                "                                       strides=[stride_kt, 1], block_shape=[BLOCK_N, D])\n")
+    return [
+        ("    scale_head_off = g.to(tl.int64) * stride_scale_h\n    if PDL == \"ids\":\n",
+         "    scale_head_off = g.to(tl.int64) * stride_scale_h\n" + make
+         + "    if PDL == \"ids\":\n"),
+        ("        m_i, l_i, acc = _attend_block(\n"
+         "            q, m_i, l_i, acc, b, page, u - entry * TILES, pos, seq_len, kv_ptr, head_off,\n"
+         "            stride_kp, stride_kt, stride_kd, v_off, k_scale_ptr, v_scale_ptr, scale_head_off,\n"
+         "            sm_scale, D, BLOCK_N, SCALES, DOT)\n",
+         "        m_i, l_i, acc = _attend_block_tma(\n"
+         "            q, m_i, l_i, acc, b, page, u - entry * TILES, pos, seq_len, k_desc, v_desc,\n"
+         f"            ratio, sm_scale, D, BLOCK_N, {rank})\n"),
+        ("\n\n# (the KV head count is a runtime value", TMA_BLOCK + "\n\n# (the KV head count is a runtime value"),
+        ("from . import _runtime as _rt\n",
+         "from . import _runtime as _rt\n\n"
+         "# the descriptors' global memory (per launch; graph capture takes it from the graph's pool)\n"
+         "triton.set_allocator(lambda size, alignment, stream: torch.empty(\n"
+         "    size, dtype=torch.int8, device=\"cpu\" if torch.cuda.device_count() == 0 else \"cuda\"))\n"),
+    ]
+
+
+VARIANTS["tma"] = tma_edits(3)
+VARIANTS["tma2d"] = tma_edits(2)
+
+
 def timeline_summary(records, programs: int) -> dict:
     """µs from the first program's start: starts, the phases' lengths (median / max) and the
     last program to end, from TIMELINE's first ``programs`` records."""
@@ -488,7 +563,7 @@ def timeline_summary(records, programs: int) -> dict:
 
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
-CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2}
+CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2, "tma": 3e-2, "tma2d": 3e-2}
 # variants the interpreter cannot run (inline PTX)
 NVIDIA_ONLY = ("cluster_merge", "timeline")
 # name -> launch options a variant adds
@@ -628,6 +703,9 @@ def main():
                     elif want is not None and name in CLOSE:
                         diff = (out.float() - want.float()).abs().max().item()
                         checks[f"{tag} {name}"] = bool(diff <= CLOSE[name])
+                        print(f"   {tag} {name}: largest difference from the kernel {diff:.3g}"
+                              + (" (the same bits)" if torch.equal(out, want) else ""),
+                              flush=True)
                     elif want is not None:
                         checks[f"{tag} {name}"] = bool(torch.equal(out, want))
                 if name == "base" and not SMOKE:
