@@ -7,6 +7,7 @@ from __future__ import annotations
 
 PDL_CAPABILITY = (9, 0)  # programmatic dependent launch: NVIDIA Hopper and later
 TF32_CAPABILITY = (8, 0)  # TF32 tensor cores: NVIDIA Ampere and later
+TMA_CAPABILITY = (9, 0)  # the tensor memory accelerator (bulk tensor copies): NVIDIA Hopper and later
 
 
 def _nvidia_at_least(hw, capability: tuple) -> bool:
@@ -21,3 +22,9 @@ def supports_pdl(hw) -> bool:
 def supports_tf32x3(hw) -> bool:
     """Whether split-K router rows for Hardware ``hw`` may use tf32x3 tensor-core products."""
     return _nvidia_at_least(hw, TF32_CAPABILITY)
+
+
+def supports_tma(hw) -> bool:
+    """Whether attention rows for Hardware ``hw`` may load K and V tiles by the tensor memory
+    accelerator (tma)."""
+    return _nvidia_at_least(hw, TMA_CAPABILITY)

@@ -17,7 +17,7 @@ import jinja2
 from . import __version__, families
 from .policy import Between, FlatRule, Policy
 from .registry import Registry, hardware_aliases
-from .capabilities import PDL_CAPABILITY, TF32_CAPABILITY
+from .capabilities import PDL_CAPABILITY, TF32_CAPABILITY, TMA_CAPABILITY
 from .lower import TORCH_DTYPES, literal
 from .targets import source as target_naming_source
 
@@ -192,6 +192,7 @@ def artifacts(reg: Registry) -> list[Artifact]:
                                  "launch_params": launch_params,
                                  "pdl_capability": literal(PDL_CAPABILITY),
                                  "tf32_capability": literal(TF32_CAPABILITY),
+                                 "tma_capability": literal(TMA_CAPABILITY),
                                  "device_target": target_naming_source().rstrip("\n"),
                                  "dtypes": [{"key": k, "torch": t} for k, t in
                                             TORCH_DTYPES.items()]}))

@@ -58,9 +58,14 @@ SPECS = [
                     Param(name="merge_kernel", kind="bool",
                           doc="several splits: a second kernel (one program per row and query "
                               "head) merges the partials, not the last split to finish"),
+                    Param(name="tma", kind="bool",
+                          doc="K and V tiles by the tensor memory accelerator (one bulk copy "
+                              "per tile through a descriptor made on the host; NVIDIA compute "
+                              "capability >= 9.0, and a cache it can address: otherwise loads "
+                              "by pointers)"),
                     NUM_WARPS, NUM_STAGES),
             defaults=dict(splits=1, kv_tile=BLOCK, head_split=1, merge_kernel=False,
-                          num_warps=4, num_stages=2)),
+                          tma=False, num_warps=4, num_stages=2)),
     Variant(name="sparse_attn_tiled", template="sparse_attn.py.j2", output="sparse_attn.py",
             **COMMON,
             doc="prefill, query-tiled: lanes / G consecutive rows × G heads per program walk "
@@ -85,7 +90,7 @@ SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
 ))
 OPTIONS = dict(num_warps=4, num_stages=2)
 # a whole block per step; the last split merges
-SPLIT_OPTIONS = dict(kv_tile=BLOCK, head_split=1, merge_kernel=False, **OPTIONS)
+SPLIT_OPTIONS = dict(kv_tile=BLOCK, head_split=1, merge_kernel=False, tma=False, **OPTIONS)
 ATTN_DOMAINS = {"q_dtype": Q_DTYPES, "kv_dtype": KV_DTYPES, "scales": SCALE_MODES,
                 "group": GROUPS, "head_dim": HEAD_DIMS}
 PORTABLE = one_of("gfx950", "generic")

@@ -44,7 +44,22 @@ def attention(pdl: str, merge_kernel: bool = False) -> str:
                 {"q_ptr": "*bf16", "kv_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32"},
                 dict(G=16, GP=16, D=128, BLOCK_N=128, SPLITS=4, MODE="decode", SCALES="none",
                      DOT="native", PDL=pdl, TOPK_P=16, MERGE_KERNEL=merge_kernel,
-                     LAUNCH_DEPENDENTS=merge_kernel), num_warps=4, num_stages=2)
+                     LAUNCH_DEPENDENTS=merge_kernel, TMA=False, kv_desc=None),
+                num_warps=4, num_stages=2)
+
+
+def attention_tma(cache: str) -> dict:
+    """How the split kernel's K and V tiles arrive, by pointers or through the tensor
+    descriptor (`tma`), with a cache of ``cache``: the PTX's bulk tensor copies and per-thread
+    async copies."""
+    out = {}
+    for tma in (False, True):
+        ptx = attention_kernel(group=16, kv_tile=64, splits=4, stages=3, cache=cache,
+                               tma=tma).asm["ptx"]
+        out["tma" if tma else "pointers"] = {
+            "bulk_tensor_copies": ptx.count("cp.async.bulk.tensor"),
+            "async_copies": ptx.count("cp.async.cg"), "mbarrier_waits": ptx.count("mbarrier.try_wait")}
+    return out
 
 
 def attention_merge(pdl: bool) -> str:
@@ -93,6 +108,8 @@ def main():
             ptx.index("griddepcontrol.wait") < ptx.index("ld.global")
     for name in ("attention_ids", "attention_merge_kernel"):  # the last arrival's atomic
         facts[name + "_atomic"] = "atom." in cases[name]
+    for cache in ("bf16", "fp8e4m3"):
+        facts[f"attention_tma_{cache}"] = attention_tma(cache)
     for x in ("bf16", "fp32"):
         facts[f"router_{x}"] = router_facts(router(x))
     # an expert tile of 4 against one expert per program, the rest of the launch equal

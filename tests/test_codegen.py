@@ -228,6 +228,22 @@ def test_pdl_only_on_sm90_class_hardware(spec_copy):
     assert "index_decode.py:" in message, message
 
 
+def test_tma_only_on_sm90_class_hardware(spec_copy):
+    """An attention row asking for the tensor memory accelerator on hardware without it fails
+    at load time, naming the rule's file and line, the policy and params.tma."""
+    path = spec_copy / "sparse_attn.py"
+    text = path.read_text()
+    old = "SPLIT_OPTIONS = dict(kv_tile=BLOCK, head_split=1, merge_kernel=False, tma=False,"
+    assert old in text
+    path.write_text(text.replace(old, old.replace("tma=False", "tma=True"), 1))
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    message = str(info.value)
+    assert "field 'params.tma'" in message and "Policy sparse_attn_decode" in message, message
+    assert "capability ≥ 9.0; the rule covers hardware 'gfx950'" in message, message
+    assert "sparse_attn.py:" in message, message
+
+
 def test_single_tile_must_cover_the_bucket(spec_copy):
     message = _edit_index_spec(spec_copy, "topk_chunks=1, topk_tile=128, num_warps=2",
                                "topk_chunks=1, topk_tile=64, num_warps=2")

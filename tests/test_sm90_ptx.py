@@ -43,6 +43,14 @@ def test_sm90_instructions_follow_their_switches():
                                                "griddepcontrol.launch_dependents": True,
                                                "prefetch.global.L2": False}
     assert facts["attention_ids_atomic"] and not facts["attention_merge_kernel_atomic"]
+    # tma: the K and V tiles come as bulk tensor copies (pipelined: one per stage ahead, waited
+    # on by mbarrier), no per-thread async copy left; by pointers: async copies, no bulk copy
+    for cache in ("bf16", "fp8e4m3"):
+        got = facts[f"attention_tma_{cache}"]
+        assert got["tma"]["bulk_tensor_copies"] >= 4 and got["tma"]["async_copies"] == 0 \
+            and got["tma"]["mbarrier_waits"] > 0, got
+        assert got["pointers"]["bulk_tensor_copies"] == 0 and \
+            got["pointers"]["async_copies"] > 0, got
     assert facts["merge_pdl"]["griddepcontrol.wait"] and facts["merge_pdl_waits_before_any_load"]
     assert not any(facts["merge_plain"].values())
     assert facts["scorer_dependents"] == {"griddepcontrol.wait": False,

@@ -471,6 +471,97 @@ def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed):
                                    msg=lambda m, launch=launch: f"{launch}: {m}")
 
 
+def _counted_descriptors(monkeypatch) -> list:
+    """Descriptors the launches make from now on (`sk.kv_descriptor` wrapped)."""
+    made, real = [], sk.kv_descriptor
+    monkeypatch.setattr(sk, "kv_descriptor", lambda kv, layout: made.append(layout) or
+                        real(kv, layout))
+    return made
+
+
+@pytest.mark.parametrize("layout,kv_dtype,scales,kv_tile,splits", [
+    ("5d", torch.bfloat16, "none", 128, 2), ("hnd", FP8["e4m3"], "per_token", 64, 4),
+    ("nhd", FP8["e5m2"], "scalar", 32, 1), ("nhd", torch.float16, "none", 64, 8)])
+def test_tma_tiles_give_the_pointer_bits(layout, kv_dtype, scales, kv_tile, splits,
+                                         monkeypatch):
+    """K and V tiles through the cache's tensor descriptor (the interpreter emulates the
+    copies) give the bits of the pointer loads, with every layout, fp8 scale mode and tile
+    size, several splits (empty ones too) and Q 2 (positions inside a block)."""
+    q_dtype = torch.float16 if kv_dtype == torch.float16 else torch.bfloat16
+    case, pos = decode_case([270, 129, 0], Q=2, Hkv=2, G=4, layout=layout, kv_dtype=kv_dtype,
+                            q_dtype=q_dtype, seed=61)
+    kw = {}
+    if scales == "scalar":
+        kw = dict(k_scale=torch.tensor(0.75, device=DEVICE), v_scale=torch.tensor(1.25,
+                                                                                 device=DEVICE))
+    elif scales == "per_token":
+        slots = case["kv"].shape[0] * BLOCK
+        g = torch.Generator().manual_seed(3)
+        kw = dict(k_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE),
+                  v_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE))
+    made = _counted_descriptors(monkeypatch)
+    got = {}
+    for tma in (False, True):
+        out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
+        got[tma] = sa.sparse_attn_with_launch(
+            dict(splits=splits, kv_tile=kv_tile, tma=tma, num_warps=4, num_stages=2), "decode",
+            **case, output=out, **kw)
+        assert len(made) == int(tma)  # the tma launch did take its tiles through a descriptor
+    assert torch.equal(got[True], got[False])
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"], **kw)
+    check(got[True], ref)
+    assert bool((got[True][4:] == 0).all())  # request 2: seq_len 0
+
+
+def test_tma_layout_of_each_cache_and_where_it_cannot_address_one():
+    """The descriptor's view [pages, 2, 128, Hkv, D] of both layouts, strides of one-element
+    dimensions replaced by one 16-byte granule; None where the accelerator cannot address the
+    cache (d not contiguous, base or a stride not a multiple of 16 bytes, no page)."""
+    kv = torch.zeros((3, 2, BLOCK, 2, 64), dtype=torch.bfloat16)
+    assert sk.kv_tma_layout(kv, 2, 64, 64) == (
+        [3, 2, BLOCK, 2, 64], [2 * BLOCK * 2 * 64, BLOCK * 2 * 64, 2 * 64, 64, 1],
+        [1, 1, 64, 1, 64])
+    hnd = torch.zeros((3, 2, BLOCK, 128), dtype=torch.float8_e4m3fn)  # [pages, Hkv, 128, 2D]
+    assert sk.kv_tma_layout(hnd, 2, 64, 128) == (
+        [3, 2, BLOCK, 2, 64], [2 * BLOCK * 128, 64, 128, BLOCK * 128, 1], [1, 1, 128, 1, 64])
+    one_head = torch.zeros((1, 2, BLOCK, 1, 64), dtype=torch.bfloat16).as_strided(
+        (1, 2, BLOCK, 1, 64), (7, BLOCK * 64, 64, 3, 1))  # odd strides on one-element axes
+    assert sk.kv_tma_layout(one_head, 1, 64, 128)[1] == [8, BLOCK * 64, 64, 8, 1]
+    big = torch.zeros((3, 2, BLOCK, 2, 66), dtype=torch.bfloat16)
+    for name, cache in (("d not contiguous", big[..., :64:2]),
+                        ("KV-head stride of 66 bf16 (132 bytes)", big[..., :64]),
+                        ("base 2 bytes past a granule", torch.zeros(
+                            3 * 2 * BLOCK * 2 * 64 + 1, dtype=torch.bfloat16)[1:].view(
+                                3, 2, BLOCK, 2, 64)),
+                        ("no page", kv[:0])):
+        assert sk.kv_tma_layout(cache, 2, cache.shape[-1], 64) is None, name
+
+
+def test_tma_launch_loads_by_pointers_where_the_cache_is_not_addressable(monkeypatch):
+    """A tma launch on a cache the accelerator cannot address (odd token stride, a base off
+    the 16-byte granule, d not contiguous) makes no descriptor and gives the contiguous call's
+    bits."""
+    case, _ = decode_case([300, 140], Q=1, Hkv=2, G=4, seed=63)
+    launch = dict(splits=2, num_warps=4, num_stages=2)
+    want = sa.sparse_attn_with_launch(launch, "decode", **case, output=torch.empty(
+        case["q"].shape, dtype=torch.float32, device=DEVICE)).clone()
+    kv = case["kv"]
+    padded = torch.zeros(kv.shape[:-1] + (kv.shape[-1] + 2,), dtype=kv.dtype, device=DEVICE)
+    padded[..., :kv.shape[-1]] = kv
+    shifted = torch.zeros(kv.numel() + 1, dtype=kv.dtype, device=DEVICE)
+    shifted[1:] = kv.flatten()
+    spread = torch.zeros(kv.shape + (2,), dtype=kv.dtype, device=DEVICE)
+    spread[..., 0] = kv
+    made = _counted_descriptors(monkeypatch)
+    for cache in (padded[..., :kv.shape[-1]], shifted[1:].view(kv.shape), spread[..., 0]):
+        out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
+        got = sa.sparse_attn_with_launch(dict(launch, tma=True), "decode",
+                                         **dict(case, kv=cache), output=out)
+        assert torch.equal(got, want)
+    assert made == []
+
+
 def test_strided_arguments_equal_the_contiguous_call():
     case, pos = decode_case([300, 140], Q=2, Hkv=2, G=8, seed=17)
     want = run_decode(case, torch.float32)
@@ -679,6 +770,49 @@ def test_gpu_split_merge_in_a_graph_replays_exactly(merge_kernel):
         assert torch.equal(out, want)
     if not merge_kernel:  # (the merge kernel uses no counters)
         assert not sk._COUNTERS[out.device].any()
+
+
+@pytest.mark.gpu
+def test_gpu_tma_tiles_give_the_pointer_bits():
+    """At MiniMax-M3 sizes on the GPU, tiles by the tensor memory accelerator give the pointer
+    loads' bits: both layouts (and the NHD view, whose strides do not grow with the axes), bf16
+    and fp8 with per-token scales, head_dim 64, 128 and 256, whole and half blocks, last-arrival
+    and kernel merges, one and four KV heads; and a CUDA graph of a tma launch replays it."""
+    from graph_capture import capture
+
+    for layout, kv_dtype, D, Hkv, launch in (
+            ("5d", torch.bfloat16, 128, 4, dict(splits=8, merge_kernel=True)),
+            ("5d", torch.bfloat16, 128, 1, dict(splits=2, num_stages=3)),
+            ("hnd", torch.bfloat16, 64, 2, dict(splits=4, kv_tile=64, num_stages=3)),
+            ("nhd", FP8["e4m3"], 128, 2, dict(splits=1)),
+            ("5d", torch.bfloat16, 256, 1, dict(splits=4, kv_tile=64)),
+            ("nhd", torch.bfloat16, 256, 4, dict(splits=16, merge_kernel=True))):
+        case, pos = decode_case([32768 - 13 * r for r in range(8)], Q=1, Hkv=Hkv, G=16 // Hkv,
+                                D=D, topk=16, layout=layout, kv_dtype=kv_dtype, seed=D + Hkv)
+        kw = {}
+        if kv_dtype != torch.bfloat16:
+            slots = case["kv"].shape[0] * BLOCK
+            kw = dict(k_scale=torch.rand((Hkv, slots), device="cuda") + 0.5,
+                      v_scale=torch.rand((Hkv, slots), device="cuda") + 0.5)
+        launch = dict(dict(num_warps=4, num_stages=2), **launch)
+        assert sk.kv_tma_layout(case["kv"], Hkv, D, launch.get("kv_tile", 128)) is not None
+        got = {tma: sa.sparse_attn_with_launch(
+            dict(launch, tma=tma), "decode", **case, **kw,
+            output=torch.full(case["q"].shape, float("nan"), dtype=torch.bfloat16,
+                              device="cuda")) for tma in (False, True)}
+        assert torch.equal(got[True], got[False]), (layout, kv_dtype, D, Hkv, launch)
+        ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"],
+                              pos, Hkv, case["sm_scale"], **kw)
+        check(got[True], ref)
+    out = torch.empty_like(got[True])
+    graph, _ = capture(lambda: sa.sparse_attn_with_launch(dict(launch, tma=True), "decode",
+                                                          **case, output=out))
+    case["q"].copy_(torch.randn(case["q"].shape, device="cuda").bfloat16())
+    graph.replay()
+    want = sa.sparse_attn_with_launch(dict(launch, tma=False), "decode", **case,
+                                      output=torch.empty_like(out))
+    torch.cuda.synchronize()
+    assert torch.equal(out, want)
 
 
 @pytest.mark.gpu

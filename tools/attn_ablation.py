@@ -44,6 +44,8 @@ from generated import sparse_attn as base  # noqa: E402
 from tune.measure import interleave  # noqa: E402
 
 # name -> [(old text, new text)] applied to generated/sparse_attn.py
+# the end of the split kernel's loop over its tiles (its last call's arguments)
+LOOP_END = "            sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA)\n    seen = l_i > 0.0\n"
 VARIANTS = {
     "base": [],
     # the last arrival does not merge (the output is wrong: timing only)
@@ -284,9 +286,9 @@ VARIANTS["cluster_merge"] = [
 # KEYS_ROWS_TOL, not bit for bit).
 KEYS_ROWS_FUNCTIONS = """@triton.jit
 def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_kd,
-                k_scale_ptr, scale_head_off, sm_scale, D: tl.constexpr, SCALES: tl.constexpr,
-                DOT: tl.constexpr):
-    # scaled scores K·q^T [keys, lanes] (q given transposed, [D, lanes])
+                k_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head, t0, D: tl.constexpr,
+                SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr):
+    # scaled scores K·q^T [keys, lanes] (q given transposed, [D, lanes]; tiles by pointers)
     offs_d = tl.arange(0, D)
     base = kv_ptr + page.to(tl.int64) * stride_kp + head_off
     kv_offs = offs_t[:, None] * stride_kt + offs_d[None, :] * stride_kd
@@ -306,7 +308,8 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
 
 @triton.jit
 def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr,
-                 scale_head_off, SCALES: tl.constexpr, DOT: tl.constexpr):
+                 scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
+                 DOT: tl.constexpr, TMA: tl.constexpr):
     # s [keys, lanes], acc [D, lanes]
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -334,8 +337,9 @@ VARIANTS["keys_rows"] = [
      "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    return _fold_scores"),
     ("    acc = tl.zeros([GP, D], tl.float32)\n    ids_ptr",
      "    acc = tl.zeros([D, GP], tl.float32)\n    q = tl.trans(q)\n    ids_ptr"),
-    ("SCALES, DOT)\n    seen = l_i > 0.0\n    o = acc / tl.where(seen, l_i, 1.0)[:, None]\n",
-     "SCALES, DOT)\n    seen = l_i > 0.0\n    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
+    ("SCALES, DOT, TMA)\n    seen = l_i > 0.0\n    o = acc / tl.where(seen, l_i, 1.0)[:, None]\n",
+     "SCALES, DOT, TMA)\n    seen = l_i > 0.0\n"
+     "    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
 ]
 # Each warp its own share of a step's keys with its own running softmax (a batched product:
 # the warps are the batch axis, so a step's row max, row sum and P·V operand stay inside one
@@ -344,9 +348,10 @@ VARIANTS["keys_rows"] = [
 WARP_SPLITS_BLOCK = """@triton.jit
 def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
                      kv_ptr, head_off, stride_kp, stride_kt, stride_kd, v_off,
-                     k_scale_ptr, v_scale_ptr, scale_head_off, sm_scale,
+                     k_scale_ptr, v_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head,
                      D: tl.constexpr, BLOCK_N: tl.constexpr, SCALES: tl.constexpr,
-                     DOT: tl.constexpr, WS: tl.constexpr):
+                     DOT: tl.constexpr, TMA: tl.constexpr, WS: tl.constexpr):
+    # (tiles by pointers)
     # q [WS, GP, D]; m_i, l_i [WS, GP]; acc [WS, GP, D]: warp w takes keys w·KW .. w·KW+KW−1
     KW: tl.constexpr = BLOCK_N // WS
     offs_t = part * BLOCK_N + tl.arange(0, WS)[:, None] * KW + tl.arange(0, KW)[None, :]
@@ -397,8 +402,8 @@ VARIANTS["warp_splits"] = [
      "    l_i = tl.zeros([WS, GP], tl.float32)\n"
      "    acc = tl.zeros([WS, GP, D], tl.float32)\n"),
     ("        m_i, l_i, acc = _attend_block(\n", "        m_i, l_i, acc = _attend_block_ws(\n"),
-    ("            sm_scale, D, BLOCK_N, SCALES, DOT)\n    seen = l_i > 0.0\n",
-     "            sm_scale, D, BLOCK_N, SCALES, DOT, WS)\n"
+    (LOOP_END,
+     "            sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, WS)\n"
      "    # the warps' partials, combined\n"
      "    m_all = tl.max(m_i, axis=0)\n"
      "    w = tl.exp2((m_i - tl.where(m_all == float(\"-inf\"), 0.0, m_all)[None, :]) * _LOG2E)\n"
@@ -447,9 +452,9 @@ VARIANTS["timeline"] = [
      "    # consecutive programs share a (row, KV head): its pages are read once from memory\n"),
     ("    count = tl.sum(usable.to(tl.int32), axis=0)\n",
      "    count = tl.sum(usable.to(tl.int32), axis=0)\n    t_listed = _now_after(count)\n"),
-    ("            sm_scale, D, BLOCK_N, SCALES, DOT)\n    seen = l_i > 0.0\n",
-     "            sm_scale, D, BLOCK_N, SCALES, DOT)\n    t_looped = _now_after_f(l_i)\n"
-     "    seen = l_i > 0.0\n"),
+    (LOOP_END,
+     LOOP_END.replace("    seen = l_i > 0.0\n",
+                      "    t_looped = _now_after_f(l_i)\n    seen = l_i > 0.0\n")),
     ("                                split_stride, first_slot, lane_ok, offs_d, GP, D, SPLITS)\n"
      "\n\n@triton.jit\ndef _merged_partials(",
      "                                split_stride, first_slot, lane_ok, offs_d, GP, D, SPLITS)\n"
@@ -464,108 +469,6 @@ VARIANTS["timeline"] = [
     ("\ndef tile_rows(", TIMELINE_HELPERS + "\n\nTIMELINE = torch.zeros(1 << 16, dtype=torch.int64,"
      " device=\"cuda\")\n\n\ndef tile_rows("),
 ]
-
-
-# K and V tiles by the tensor memory accelerator (TMA) instead of per-thread async copies: one
-# descriptor each for the program's KV head (made in the kernel; its 128 bytes come from
-# triton's allocator), a tile one bulk copy. `tma`: a [pages, 128, D] descriptor, a tile at
-# (page, first token, 0); `tma2d`: the page and token axes folded into one of stride
-# stride_kt (needs stride_kp % stride_kt == 0, as both cache layouts have). The result is the
-# kernel's (the same products on the same tiles: checked within CLOSE). Contiguous bf16 cache,
-# no scales only (a study).
-TMA_BLOCK = """
-
-@triton.jit
-def _attend_block_tma(q, m_i, l_i, acc, b, page, part, pos, seq_len, k_desc, v_desc, ratio,
-                      sm_scale, D: tl.constexpr, BLOCK_N: tl.constexpr, RANK: tl.constexpr):
-    t0 = part * BLOCK_N
-    if RANK == 4:  # ratio: the KV head
-        k = tl.reshape(k_desc.load([page, t0, ratio, 0]), [BLOCK_N, D])
-    elif RANK == 3:
-        k = tl.reshape(k_desc.load([page, t0, 0]), [BLOCK_N, D])
-    else:
-        k = k_desc.load([page * ratio + t0, 0])
-    s = tl.dot(q, tl.trans(k.to(q.dtype))) * sm_scale
-    key = b * _BLOCK + t0 + tl.arange(0, BLOCK_N)
-    s = tl.where(((key <= pos) & (key < seq_len))[None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp2((m_i - shift) * _LOG2E)
-    p = tl.exp2((s - shift[:, None]) * _LOG2E)
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    if RANK == 4:
-        v = tl.reshape(v_desc.load([page, t0, ratio, 0]), [BLOCK_N, D])
-    elif RANK == 3:
-        v = tl.reshape(v_desc.load([page, t0, 0]), [BLOCK_N, D])
-    else:
-        v = v_desc.load([page * ratio + t0, 0])
-    acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v.to(q.dtype))
-    return m_new, l_i, acc
-"""
-
-
-def tma_edits(rank: int) -> list:
-    if rank == 3:
-        make = ("    ratio = 1\n"
-                "    k_desc = tl.make_tensor_descriptor(kv_ptr + head_off, shape=[num_pages, _BLOCK, D],\n"
-                "                                       strides=[stride_kp, stride_kt, 1],\n"
-                "                                       block_shape=[1, BLOCK_N, D])\n"
-                "    v_desc = tl.make_tensor_descriptor(kv_ptr + head_off + v_off,\n"
-                "                                       shape=[num_pages, _BLOCK, D],\n"
-                "                                       strides=[stride_kp, stride_kt, 1],\n"
-                "                                       block_shape=[1, BLOCK_N, D])\n")
-    else:
-        make = ("    ratio = stride_kp // stride_kt\n"
-                "    k_desc = tl.make_tensor_descriptor(kv_ptr + head_off, shape=[num_pages * ratio, D],\n"
-                "                                       strides=[stride_kt, 1], block_shape=[BLOCK_N, D])\n"
-                "    v_desc = tl.make_tensor_descriptor(kv_ptr + head_off + v_off,\n"
-                "                                       shape=[num_pages * ratio, D],\n"
-                "                                       strides=[stride_kt, 1], block_shape=[BLOCK_N, D])\n")
-    return [
-        ("    scale_head_off = g.to(tl.int64) * stride_scale_h\n    if PDL == \"ids\":\n",
-         "    scale_head_off = g.to(tl.int64) * stride_scale_h\n" + make
-         + "    if PDL == \"ids\":\n"),
-        ("        m_i, l_i, acc = _attend_block(\n"
-         "            q, m_i, l_i, acc, b, page, u - entry * TILES, pos, seq_len, kv_ptr, head_off,\n"
-         "            stride_kp, stride_kt, stride_kd, v_off, k_scale_ptr, v_scale_ptr, scale_head_off,\n"
-         "            sm_scale, D, BLOCK_N, SCALES, DOT)\n",
-         "        m_i, l_i, acc = _attend_block_tma(\n"
-         "            q, m_i, l_i, acc, b, page, u - entry * TILES, pos, seq_len, k_desc, v_desc,\n"
-         f"            ratio, sm_scale, D, BLOCK_N, {rank})\n"),
-        ("\n\n# (the KV head count is a runtime value", TMA_BLOCK + "\n\n# (the KV head count is a runtime value"),
-        ("from . import _runtime as _rt\n",
-         "from . import _runtime as _rt\n\n"
-         "# the descriptors' global memory (per launch; graph capture takes it from the graph's pool)\n"
-         "triton.set_allocator(lambda size, alignment, stream: torch.empty(\n"
-         "    size, dtype=torch.int8, device=\"cpu\" if torch.cuda.device_count() == 0 else \"cuda\"))\n"),
-    ]
-
-
-VARIANTS["tma"] = tma_edits(3)
-VARIANTS["tma2d"] = tma_edits(2)
-# `tma_host`: the descriptors made on the host once per launch plan ([pages, 128, Hkv, D],
-# a tile at (page, first token, KV head, 0)) and passed as kernel parameters: no descriptor
-# is written or fenced in the kernel
-VARIANTS["tma_host"] = [
-    ("    k_scale_ptr, v_scale_ptr, out_ptr, part_ptr, counter_ptr,\n",
-     "    k_scale_ptr, v_scale_ptr, out_ptr, part_ptr, counter_ptr, k_desc, v_desc,\n"),
-    tma_edits(3)[1][:1] + (tma_edits(3)[1][1].replace("k_desc, v_desc,\n            ratio,",
-                                                      "k_desc, v_desc,\n            g,")
-                           .replace("BLOCK_N, 3)", "BLOCK_N, 4)"),),
-    tma_edits(3)[2],
-    ("    def run(q, kv, topk_idx, block_table, seq_lens, cu_seqlens_q, prefix_lens, k_scale,\n"
-     "            v_scale, output):\n        # arguments a launch",
-     "    from triton.tools.tensor_descriptor import TensorDescriptor\n"
-     "    box = [int(kv.shape[0]), SPARSE_BLOCK_SIZE, Hkv, D]\n"
-     "    k_desc = TensorDescriptor(kv, box, [kp, kt, kh, 1], [1, int(kv_tile), 1, D])\n"
-     "    v_desc = TensorDescriptor(kv.as_strided((1,), (1,), kv.storage_offset() + v_off), box,\n"
-     "                              [kp, kt, kh, 1], [1, int(kv_tile), 1, D])\n\n"
-     "    def run(q, kv, topk_idx, block_table, seq_lens, cu_seqlens_q, prefix_lens, k_scale,\n"
-     "            v_scale, output):\n        # arguments a launch"),
-    ("             v_scale, output, part, counters, *rest)",
-     "             v_scale, output, part, counters, k_desc, v_desc, *rest)"),
-]
-
 
 def timeline_summary(records, programs: int) -> dict:
     """µs from the first program's start: starts, the phases' lengths (median / max) and the
@@ -589,7 +492,7 @@ def timeline_summary(records, programs: int) -> dict:
 
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
-CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2, "tma": 3e-2, "tma2d": 3e-2, "tma_host": 3e-2}
+CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2}
 # variants the interpreter cannot run (inline PTX)
 NVIDIA_ONLY = ("cluster_merge", "timeline")
 # name -> launch options a variant adds
@@ -664,11 +567,12 @@ def parse_launches(text) -> list:
 
 
 def tag_of(launch) -> str:
-    """'s8 w4 st2', with ' kv64', ' hs4', ' mk' where the launch sets them otherwise."""
+    """'s8 w4 st2', with ' kv64', ' hs4', ' mk', ' tma' where the launch sets them otherwise."""
     return (f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
             + (f" kv{launch['kv_tile']}" if launch.get("kv_tile", 128) != 128 else "")
             + (f" hs{launch['head_split']}" if launch.get("head_split", 1) > 1 else "")
-            + (" mk" if launch.get("merge_kernel") else ""))
+            + (" mk" if launch.get("merge_kernel") else "")
+            + (" tma" if launch.get("tma") else ""))
 
 
 def main():

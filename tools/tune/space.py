@@ -11,7 +11,7 @@ Facts come from where they are declared, never restated here:
   size from the variants' contract constants; which keys of a bucket are values rather than
   ranges from ``codegen.measured.TABLES``;
 * which options a target may use from the predicates the spec loader applies
-  (``supports_tf32x3``, ``supports_pdl``);
+  (``supports_tf32x3``, ``supports_pdl``, ``supports_tma``);
 * the default row of a bucket (what "simpler" starts from, and what an unmeasured bucket of a
   new target holds) from the ``generic`` target's table.
 
@@ -25,7 +25,7 @@ import itertools
 import re
 
 from codegen.families import router_gemm as rg
-from codegen.capabilities import supports_pdl, supports_tf32x3
+from codegen.capabilities import supports_pdl, supports_tf32x3, supports_tma
 from codegen.families.index_decode import FUSED
 from codegen.measured import TABLES, is_measured
 from codegen.policy import lookup
@@ -108,6 +108,7 @@ class Space:
         self.reg, self.target, self.sms, self.quick = reg, target, sms, quick
         self.tf32x3 = supports_tf32x3(target)
         self.pdl = supports_pdl(target)
+        self.tma = supports_tma(target)
         self.warp = 64 if target.vendor == "amd" else 32  # threads per warp (wavefront)
         self.measured_here = target.name in reg.hardware and is_measured(
             reg.hardware[target.name])
@@ -618,8 +619,9 @@ class Space:
         last split's merge reads a share of the partials), shared by 2 with 64-key steps, and
         two warps at 4–16 splits (shared heads at 1 or 2 splits, little or nothing to merge,
         took 1.2–1.6× the best launch at 32 and 64 programs on 2026-12-02 and are not
-        measured); prefill also the query-tiled kernel at 32, 64 and 128 lanes (at least 16
-        and G)."""
+        measured); where the target has the tensor memory accelerator (not quick), each of these
+        split launches also with its tiles through it (tma); prefill also the query-tiled kernel
+        at 32, 64 and 128 lanes (at least 16 and G)."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
         last = dict(merge_kernel=False)  # the last split to finish merges
         whole = dict(kv_tile=self.block, head_split=1, **last)
@@ -647,6 +649,9 @@ class Space:
             cands += [(A_SPLIT, dict(splits=k, kv_tile=t, head_split=1, **last, num_warps=2,
                                      num_stages=st))
                       for k in (4, 8, 16) for t, st in ((self.block, 2), (self.block // 2, 3))]
+        cands = [(v, dict(p, tma=False)) for v, p in cands]
+        if self.tma and not self.quick:
+            cands += [(v, dict(p, tma=True)) for v, p in cands]
         if mode == "prefill":
             cands += [(A_TILED, dict(lanes=n, num_warps=w, num_stages=2))
                       for n in (32, 64, 128) for w in (4, 8)
