@@ -339,3 +339,53 @@ def test_warmup_refuses_its_own_arguments_by_name(kwargs, error, name):
     with pytest.raises(error) as info:
         generated.warmup(progress=False, **kwargs)
     assert str(info.value).startswith(name), str(info.value)
+
+
+def _fake_compiled(launcher, indices, metas, scratch=0):
+    """A compiled kernel as `DescriptorLaunch.of` reads one: Triton 3.6's launcher wraps the
+    raw launcher in a closure over it, the descriptor argument positions and their facts."""
+    from types import SimpleNamespace
+
+    def wrap(launcher, tensordesc_indices, tensordesc_meta):
+        def inner(*args):
+            return launcher, tensordesc_indices, tensordesc_meta
+        return inner
+
+    run = SimpleNamespace(launch=wrap(launcher, set(indices), metas), global_scratch_size=scratch,
+                          profile_scratch_size=0, launch_cooperative_grid=False, launch_pdl=True)
+    return SimpleNamespace(run=run, function=77, packed_metadata="packed")
+
+
+def test_descriptor_launch_encodes_each_descriptor_once_per_address():
+    """A kernel with a host tensor descriptor argument launches with the descriptor's kernel
+    arguments made once per base address (shape, strides and box) and spliced in its place,
+    the launch's fixed arguments first; a new address makes them again; the kept ones are
+    bounded; without the launcher internals it expects (or with scratch) it declines."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    calls, made = [], []
+    compiled = _fake_compiled(lambda *a: calls.append(a), [2], [{"swizzle": 128}])
+    launch = _rt.DescriptorLaunch.of(compiled)
+    assert launch is not None
+    launch.make = lambda desc, meta: made.append(meta) or [("map", desc.base.data_ptr()),
+                                                             *desc.shape, *desc.strides]
+    a, b = (torch.zeros(4, 8, dtype=torch.bfloat16) for _ in range(2))
+
+    def desc(t):
+        return TensorDescriptor(t, [4, 8], [8, 1], [2, 8])
+
+    for t in (a, a, b, a):
+        launch(1, 2, 3, 99, ("x", 5, desc(t), None, 7))
+    assert made == [{"swizzle": 128}] * 2  # a once, b once
+    assert calls[0] == (1, 2, 3, 99, 77, False, True, None, None, "packed", None, None, None,
+                        "x", 5, ("map", a.data_ptr()), 4, 8, 8, 1, None, 7)
+    assert calls[2][15] == ("map", b.data_ptr()) and calls[3] == calls[0]
+    for _ in range(2 * launch.LIMIT):
+        launch(1, 1, 1, 0, ("x", 5, desc(torch.zeros(4, 8, dtype=torch.bfloat16)), None, 7))
+    assert len(launch.cache) <= launch.LIMIT
+    assert _rt.DescriptorLaunch.of(_fake_compiled(print, [2], [{}], scratch=128)) is None
+    assert _rt.DescriptorLaunch.of(_fake_compiled(print, [2], [None])) is None
+    from types import SimpleNamespace
+    raw = SimpleNamespace(run=SimpleNamespace(launch=print, global_scratch_size=0,
+                                              profile_scratch_size=0))
+    assert _rt.DescriptorLaunch.of(raw) is None  # no descriptor argument: the raw launcher

@@ -804,15 +804,35 @@ def test_gpu_tma_tiles_give_the_pointer_bits():
         ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"],
                               pos, Hkv, case["sm_scale"], **kw)
         check(got[True], ref)
+    # a cached plan: its later calls launch through `DescriptorLaunch` (the descriptor's
+    # arguments kept per cache address), eagerly and captured in a CUDA graph
+    import inspect
+
     out = torch.empty_like(got[True])
-    graph, _ = capture(lambda: sa.sparse_attn_with_launch(dict(launch, tma=True), "decode",
-                                                          **case, output=out))
+    plan = sa._AttnPlan("decode", case["q"], case["kv"], case["topk_idx"], case["block_table"],
+                        case["seq_lens"], case["num_kv_heads"], case["sm_scale"], out, None,
+                        None, None, decode_query_len=1,
+                        launch=sa._check_launch(dict(launch, tma=True), "decode"))
+
+    def call():
+        plan(case["q"], case["kv"], case["topk_idx"], case["block_table"], case["seq_lens"],
+             None, None, None, None, out)
+    call()
+    attn = inspect.getclosurevars(plan.run).nonlocals["attn"]
+    assert isinstance(attn.direct, generated._runtime.DescriptorLaunch)
+    for _ in range(2):
+        out.fill_(float("nan"))
+        call()
+        assert torch.equal(out, got[False])
+    graph, _ = capture(call)
     case["q"].copy_(torch.randn(case["q"].shape, device="cuda").bfloat16())
+    out.fill_(float("nan"))
     graph.replay()
     want = sa.sparse_attn_with_launch(dict(launch, tma=False), "decode", **case,
                                       output=torch.empty_like(out))
     torch.cuda.synchronize()
     assert torch.equal(out, want)
+    assert len(attn.direct.cache) == 1  # one cache, one descriptor
 
 
 @pytest.mark.gpu
