@@ -27,7 +27,8 @@ from codegen.render import render_all  # noqa: E402
 from tools.tune import __main__ as cli  # noqa: E402
 from specs.index_decode import MEASURED_SCORE  # noqa: E402
 from tools.tune import choose, measure, target, warm, write  # noqa: E402
-from tools.tune.space import Space, as_bucket, as_json, key  # noqa: E402
+from tools.tune.space import (A_SPLIT, A_TILED, ATTN_TABLES, Space, as_bucket,  # noqa: E402
+                              as_json, key)
 
 SM90 = os.path.join(ROOT, "specs", "measured", "sm_90.json")
 
@@ -489,6 +490,38 @@ def test_attention_points_can_be_limited_to_some_program_counts(reg):
     small = space.attn_points([1, 2])
     assert small and all(H == 1 for _, _, _, H in small)
     assert {(i["group"], P) for _, i, P, _ in small} == {(16, 1), (16, 2), (8, 1), (8, 2)}
+
+
+def test_tma_twins_on_tma_targets_and_near_keeps_one_parameter_from_the_current_row(reg):
+    """On sm_90 every split candidate comes with and without tma (never the tiled kernel, and
+    not on a target without the accelerator); `measure --near` keeps the candidates one launch
+    parameter away from the bucket's current row (tma flipped among them) and the anchors."""
+    sm90 = Space(reg, reg.hardware["sm_90"], sms=132)
+    for mode, inputs, P, _ in sm90.attn_points([32]):
+        cands = sm90.attn_candidates_at(mode, inputs, P)
+        split = [p for v, p in cands if v == A_SPLIT]
+        assert all(dict(p, tma=not p["tma"]) in split for p in split), (mode, inputs)
+        assert all("tma" not in p for v, p in cands if v == A_TILED)
+    generic = Space(reg, reg.hardware["generic"], sms=132)
+    mode, inputs, P, _ = generic.attn_points([32])[0]
+    assert not any(p.get("tma") for _, p in generic.attn_candidates_at(mode, inputs, P))
+    near = Space(reg, reg.hardware["sm_90"], sms=132, near=True)
+    for mode, inputs, P, _ in near.attn_points([1, 32, 128]):
+        bucket = near.attn_bucket(inputs, P)
+        table = ATTN_TABLES[mode]
+        current = near.current(table, bucket)
+        cands = near.attn_candidates_at(mode, inputs, P)
+        assert current in cands and near.default(table, bucket) in cands
+        assert len(cands) < len(sm90.attn_candidates_at(mode, inputs, P))
+        for variant, params in cands:
+            if (variant, params) == near.default(table, bucket):
+                continue
+            assert variant == current[0]
+            apart = {k for k, v in near.completed(variant, params).items()
+                     if current[1].get(k) != v}
+            assert len(apart) <= 1, (params, current)
+        if current[0] == A_SPLIT:
+            assert (current[0], dict(current[1], tma=True)) in cands
 
 
 def test_attention_buckets_are_measured_at_each_served_head_count(reg):

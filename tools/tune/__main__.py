@@ -57,6 +57,9 @@ def parse_args(argv=None):
     m.add_argument("--rounds", type=int, default=5, help="interleaved rounds per bucket")
     m.add_argument("--per-round", type=int, default=3, help="replays per candidate per round")
     m.add_argument("--quick", action="store_true", help="a small sanity subset")
+    m.add_argument("--near", action="store_true",
+                   help="only candidates one launch parameter away from each bucket's current "
+                        "row (a re-tune after a variant gains a parameter)")
     m.add_argument("--budget-s", type=float, default=480.0,
                    help="stop timing after this many seconds, not counting the compile "
                         "warm-up (the rest is recorded as skipped; "
@@ -108,7 +111,7 @@ def measure(args, argv) -> int:
     facts = target.device_facts(torch)
     hw, declared = target.target_of(facts, reg.hardware)
     try:
-        space = Space(reg, hw, facts["sms"], args.quick, args.inputs)
+        space = Space(reg, hw, facts["sms"], args.quick, args.inputs, near=args.near)
     except ValueError as e:
         sys.exit(f"tune measure: {e}")
     return record_run(args, argv, space, GpuDevice(space), facts, declared,
@@ -140,7 +143,7 @@ def record_run(args, argv, space, dev, facts, declared, env, warm_up=None) -> in
                    "date": env["date"], "device": facts["device"], "driver": facts["driver"],
                    "torch": env["torch"], "triton": env["triton"], "cuda": env.get("cuda"),
                    "l2_flush": env["l2_flush"], "sms": facts["sms"], "rounds": args.rounds,
-                   "per_round": args.per_round, "quick": args.quick,
+                   "per_round": args.per_round, "quick": args.quick, "near": args.near,
                    "command": "python3 -m tools.tune " + " ".join(argv)},
            "sections": args.sections, "inputs": space.inputs, "points": [], "skipped": [],
            "errors": []}

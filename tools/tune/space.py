@@ -102,10 +102,12 @@ class Space:
     with ``sms`` SMs; ``quick`` keeps a small sanity subset; ``inputs`` names the decode
     inputs measured (q_dtype, cache_dtype, head_dim, num_heads; default MEASURED_SCORE)."""
 
-    def __init__(self, reg, target, sms: int, quick: bool = False, inputs: dict | None = None):
+    def __init__(self, reg, target, sms: int, quick: bool = False, inputs: dict | None = None,
+                 near: bool = False):
         from specs import index_decode as decode_specs
 
         self.reg, self.target, self.sms, self.quick = reg, target, sms, quick
+        self.near = near
         self.tf32x3 = supports_tf32x3(target)
         self.pdl = supports_pdl(target)
         self.tma = supports_tma(target)
@@ -701,7 +703,14 @@ class Space:
 
     def _with_anchors(self, cands, table, bucket) -> list:
         """Candidates plus the default and the current row (once each): the noise rule can only
-        keep the default if it was measured, and a re-tune must beat the incumbent."""
+        keep the default if it was measured, and a re-tune must beat the incumbent. ``near``
+        (a target with measured rows): only the candidates one launch parameter away from the
+        current row (a cheap re-tune after a variant gains a parameter)."""
+        current = self.current(table, bucket)
+        if self.near and current is not None:
+            cur = self.completed(*current)
+            cands = [c for c in cands if c[0] == current[0] and sum(
+                1 for k, v in self.completed(*c).items() if cur.get(k) != v) <= 1]
         seen = {key(*c) for c in cands}
         for anchor in (self.default(table, bucket), self.current(table, bucket)):
             if anchor is not None and key(*anchor) not in seen:
