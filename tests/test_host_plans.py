@@ -360,7 +360,9 @@ def test_descriptor_launch_encodes_each_descriptor_once_per_address():
     """A kernel with a host tensor descriptor argument launches with the descriptor's kernel
     arguments made once per base address (shape, strides and box) and spliced in its place,
     the launch's fixed arguments first; a new address makes them again; the kept ones are
-    bounded; without the launcher internals it expects (or with scratch) it declines."""
+    bounded; without the launcher internals it expects (or with scratch) it declines. The fake
+    is triton 3.6's launcher (pyproject pins <3.7); the real one is exercised by
+    test_sparse_attn's GPU test of tma launches, which asserts the plan launches through it."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     calls, made = [], []

@@ -520,8 +520,8 @@ def test_tma_twins_on_tma_targets_and_near_keeps_one_parameter_from_the_current_
             apart = {k for k, v in near.completed(variant, params).items()
                      if current[1].get(k) != v}
             assert len(apart) <= 1, (params, current)
-        if current[0] == A_SPLIT:
-            assert (current[0], dict(current[1], tma=True)) in cands
+        if current[0] == A_SPLIT:  # the current row with tma flipped
+            assert (current[0], dict(current[1], tma=not current[1]["tma"])) in cands
 
 
 def test_attention_buckets_are_measured_at_each_served_head_count(reg):

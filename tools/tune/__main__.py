@@ -59,7 +59,8 @@ def parse_args(argv=None):
     m.add_argument("--quick", action="store_true", help="a small sanity subset")
     m.add_argument("--near", action="store_true",
                    help="only candidates one launch parameter away from each bucket's current "
-                        "row (a re-tune after a variant gains a parameter)")
+                        "row, in every section (a re-tune after a variant gains a parameter; "
+                        "a target without measured rows gets every candidate)")
     m.add_argument("--budget-s", type=float, default=480.0,
                    help="stop timing after this many seconds, not counting the compile "
                         "warm-up (the rest is recorded as skipped; "
