@@ -490,6 +490,12 @@ def test_attention_points_can_be_limited_to_some_program_counts(reg):
     small = space.attn_points([1, 2])
     assert small and all(H == 1 for _, _, _, H in small)
     assert {(i["group"], P) for _, i, P, _ in small} == {(16, 1), (16, 2), (8, 1), (8, 2)}
+    # `measure --groups 8`: G 8's points only (G 16's buckets are not planned)
+    g8 = Space(reg, reg.hardware["sm_90"], sms=132, groups=[8])
+    assert g8.attn_points([32]) == [p for p in space.attn_points([32]) if p[1]["group"] == 8]
+    assert {i["group"] for _, i, _, _ in g8.attn_points()} == {8}
+    with pytest.raises(ValueError, match="groups"):
+        Space(reg, reg.hardware["sm_90"], sms=132, groups=[3])
 
 
 def test_tma_twins_on_tma_targets_and_near_keeps_one_parameter_from_the_current_row(reg):

@@ -81,6 +81,9 @@ def parse_args(argv=None):
     m.add_argument("--programs", type=common.int_list, default=None,
                    help="attention program counts only (among the representatives), e.g. "
                         "1,2,4,8,16,32")
+    m.add_argument("--groups", type=common.int_list, default=None,
+                   help="attention GQA group sizes only, e.g. 8 (the other groups' buckets "
+                        "keep their rows)")
     c = sub.add_parser("choose", help="choose rows from run files; --write writes them")
     c.add_argument("runs", nargs="+", help="run files of `measure` (machines)")
     c.add_argument("--write", action="store_true", help="write specs/measured/<target>.json")
@@ -112,7 +115,8 @@ def measure(args, argv) -> int:
     facts = target.device_facts(torch)
     hw, declared = target.target_of(facts, reg.hardware)
     try:
-        space = Space(reg, hw, facts["sms"], args.quick, args.inputs, near=args.near)
+        space = Space(reg, hw, facts["sms"], args.quick, args.inputs, near=args.near,
+                      groups=args.groups)
     except ValueError as e:
         sys.exit(f"tune measure: {e}")
     return record_run(args, argv, space, GpuDevice(space), facts, declared,

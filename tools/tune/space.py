@@ -100,10 +100,11 @@ def bucket_text(table: str, bucket: dict) -> str:
 class Space:
     """Buckets and candidates of one hardware target (a codegen.model.Hardware) on a device
     with ``sms`` SMs; ``quick`` keeps a small sanity subset; ``inputs`` names the decode
-    inputs measured (q_dtype, cache_dtype, head_dim, num_heads; default MEASURED_SCORE)."""
+    inputs measured (q_dtype, cache_dtype, head_dim, num_heads; default MEASURED_SCORE);
+    ``groups``: the attention inputs of these GQA group sizes only (default all)."""
 
     def __init__(self, reg, target, sms: int, quick: bool = False, inputs: dict | None = None,
-                 near: bool = False):
+                 near: bool = False, groups=None):
         from specs import index_decode as decode_specs
 
         self.reg, self.target, self.sms, self.quick = reg, target, sms, quick
@@ -205,7 +206,11 @@ class Space:
         # a row is chosen for every layout, not for one; 32k contexts (8k for the step
         # representative: ATTN_STEP_CONTEXT), topk 16.
         from specs import sparse_attn as attn_specs
-        self.attn_inputs = list(attn_specs.MEASURED_ATTN)
+        self.attn_inputs = [i for i in attn_specs.MEASURED_ATTN
+                            if not groups or i["group"] in groups]
+        if not self.attn_inputs:
+            raise ValueError(f"attention groups {sorted(groups)}: none is measured (known: "
+                             f"{sorted({i['group'] for i in attn_specs.MEASURED_ATTN})})")
         # (129–256 and 257–512 are apart: prefill's best launch changes between 256 and 512
         # programs, the per-token kernel at two splits being 1.2× the best at one end; so are
         # 9–16 and 17–32: G 16 decode at 16 programs took 16 splits with a merge kernel, 13 %
