@@ -610,8 +610,8 @@ def main():
             hw = common.detected_hardware(SMOKE)
             row_launch = sparse_attention.explain_sparse_attn(
                 "decode", hw, "bf16", "bf16", "none", Hq // Hkv, q.shape[2], R * Q * Hkv)
-            launches = [{k: row_launch[k] for k in ("splits", "kv_tile", "head_split",
-                                                    "merge_kernel", "num_warps", "num_stages")}]
+            launches = [{k: row_launch[k] for k in ("splits", "num_warps", "num_stages",
+                                                    *sparse_attention.SPLIT_LEFT_OUT)}]
         launches = launches + [x for x in parse_launches(option("--launch"))
                                if x not in launches]
         checks = {}
