@@ -166,6 +166,38 @@ VARIANTS = {
     "split_only": [("        if merge is not None:\n            merge(part, output, *merge_rest)\n",
                     "")],
 }
+def _scalar_pick(topk_p=16):
+    """The list compacted once and packed (block << 32 | page), then split into topk_p
+    scalars before the loop (tl.split on a [2, ..., 2] view: layout conversions once, not per
+    step); each step picks its pair by a chain of selects on those scalars, in registers, with
+    no reduction and no barrier (a correct kernel at TOPK_P = topk_p: the copy rows' 16)."""
+    bits = (topk_p - 1).bit_length()
+    lines = ["    at = usable[:, None] & (rank[:, None] == k_i[None, :])\n",
+             "    packed = (ids.to(tl.int64) << 32) | (pages.to(tl.int64) & 0xFFFFFFFF)\n",
+             "    cl = tl.sum(tl.where(at, packed[:, None], 0), axis=0)\n",
+             f"    cl = tl.reshape(cl, ({', '.join(['2'] * bits)}))\n"]
+    level = {(): "cl"}
+    for _ in range(bits):  # each split takes the last axis: the lowest index bit left
+        nxt = {}
+        for key, name in level.items():
+            lines.append(f"    {name}_0, {name}_1 = tl.split({name})\n")
+            nxt[key + (0,)], nxt[key + (1,)] = f"{name}_0", f"{name}_1"
+        level = nxt
+    scalar = {sum(b << i for i, b in enumerate(key)): name for key, name in level.items()}
+    lines.append("    for u in range(first, last):\n")
+    pick = [f"        both = {scalar[0]}\n"] + [
+        f"        both = tl.where(entry == {j}, {scalar[j]}, both)\n" for j in range(1, topk_p)]
+    pick += ["        b = (both >> 32).to(tl.int32)\n",
+             "        page = (both & 0xFFFFFFFF).to(tl.int32)\n"]
+    return [("    for u in range(first, last):\n", "".join(lines), 1),
+            ("        b = tl.sum(tl.where(pick, ids, 0), axis=0)\n"
+             "        page = tl.sum(tl.where(pick, pages, 0), axis=0)\n", "".join(pick), 1),
+            ("        pick = usable & (rank == entry)\n", "", 1)]
+
+
+VARIANTS["scalar_pick"] = _scalar_pick(4 if SMOKE else 16)  # the rows' TOPK_P
+VARIANTS["scalar_prefetch"] = VARIANTS["table_prefetch"] + VARIANTS["scalar_pick"]
+
 # both of the pick's cheaper forms measured so far together: the table row first and one
 # packed pick (a correct kernel while the table is at most 256 blocks wide)
 VARIANTS["packed_prefetch"] = VARIANTS["table_prefetch"] + VARIANTS["packed_pick"]
@@ -500,7 +532,8 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "cluster_merge": dict(merge_kernel=False)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("splits_first", "merge_kernel", "table_prefetch", "scratch_pick", "gather_pick",
-           "packed_pick", "packed_prefetch", "early_table", "cluster_merge")
+           "packed_pick", "packed_prefetch", "early_table", "cluster_merge", "scalar_pick",
+           "scalar_prefetch")
 
 
 class EmptyGrid:
