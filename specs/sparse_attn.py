@@ -63,9 +63,14 @@ SPECS = [
                               "per tile through a descriptor made on the host; NVIDIA compute "
                               "capability >= 9.0, and a cache it can address: otherwise loads "
                               "by pointers)"),
+                    Param(name="table_first", kind="bool",
+                          doc="the row's block-table entries (up to TABLE_FIRST) loaded beside "
+                              "its ids, before the wait for the indexer in the decode step: a "
+                              "listed block's page then comes from registers, not from a second "
+                              "dependent load (ids past them still load theirs)"),
                     NUM_WARPS, NUM_STAGES),
             defaults=dict(splits=1, kv_tile=BLOCK, head_split=1, merge_kernel=False,
-                          tma=False, num_warps=4, num_stages=2)),
+                          tma=False, table_first=False, num_warps=4, num_stages=2)),
     Variant(name="sparse_attn_tiled", template="sparse_attn.py.j2", output="sparse_attn.py",
             **COMMON,
             doc="prefill, query-tiled: lanes / G consecutive rows × G heads per program walk "
@@ -90,7 +95,8 @@ SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
 ))
 OPTIONS = dict(num_warps=4, num_stages=2)
 # a whole block per step; the last split merges
-SPLIT_OPTIONS = dict(kv_tile=BLOCK, head_split=1, merge_kernel=False, tma=False, **OPTIONS)
+SPLIT_OPTIONS = dict(kv_tile=BLOCK, head_split=1, merge_kernel=False, tma=False,
+                     table_first=False, **OPTIONS)
 ATTN_DOMAINS = {"q_dtype": Q_DTYPES, "kv_dtype": KV_DTYPES, "scales": SCALE_MODES,
                 "group": GROUPS, "head_dim": HEAD_DIMS}
 PORTABLE = one_of("gfx950", "generic")

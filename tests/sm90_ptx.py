@@ -39,12 +39,13 @@ def fused(dependents: bool) -> str:
                      LAUNCH_DEPENDENTS=dependents), num_warps=4, num_stages=2)
 
 
-def attention(pdl: str, merge_kernel: bool = False) -> str:
+def attention(pdl: str, merge_kernel: bool = False, table_first: int = 0) -> str:
     return _ptx(sparse_attn._sparse_attn_kernel,
                 {"q_ptr": "*bf16", "kv_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32"},
                 dict(G=16, GP=16, D=128, BLOCK_N=128, SPLITS=4, MODE="decode", SCALES="none",
                      DOT="native", PDL=pdl, TOPK_P=16, MERGE_KERNEL=merge_kernel,
-                     LAUNCH_DEPENDENTS=merge_kernel, TMA=False, kv_desc=None),
+                     LAUNCH_DEPENDENTS=merge_kernel, TMA=False, kv_desc=None,
+                     TABLE_FIRST=table_first),
                 num_warps=4, num_stages=2)
 
 
@@ -99,6 +100,7 @@ def main():
              "attention_any": attention("any"), "attention_ids": attention("ids"),
              "attention_plain": attention("none"),
              "attention_merge_kernel": attention("ids", True),
+             "attention_ids_table_first": attention("ids", table_first=sparse_attn.TABLE_FIRST),
              "merge_pdl": attention_merge(True), "merge_plain": attention_merge(False),
              "scorer_dependents": scorer(True), "scorer_plain": scorer(False)}
     facts = {name: {i: i in ptx for i in INSTRUCTIONS} for name, ptx in cases.items()}
@@ -106,6 +108,10 @@ def main():
         ptx = cases[name]
         facts[name + "_waits_before_any_load"] = \
             ptx.index("griddepcontrol.wait") < ptx.index("ld.global")
+    for name in ("attention_ids", "attention_ids_table_first"):  # global loads before the wait
+        ptx = cases[name]
+        facts[name + "_loads_before_wait"] = \
+            ptx[:ptx.index("griddepcontrol.wait")].count("ld.global")
     for name in ("attention_ids", "attention_merge_kernel"):  # the last arrival's atomic
         facts[name + "_atomic"] = "atom." in cases[name]
     for cache in ("bf16", "fp8e4m3"):

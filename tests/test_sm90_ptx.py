@@ -34,9 +34,12 @@ def test_sm90_instructions_follow_their_switches():
                                "griddepcontrol.launch_dependents": False,
                                "prefetch.global.L2": False}, case
     assert not any(facts["attention_plain"].values())
-    # "any" reads nothing before the wait; "ids" loads q and seq_lens before it
+    # "any" reads nothing before the wait; "ids" loads q and seq_lens before it, and with
+    # table_first the row's table entries too
     assert facts["attention_any_waits_before_any_load"]
     assert not facts["attention_ids_waits_before_any_load"]
+    assert facts["attention_ids_table_first_loads_before_wait"] > \
+        facts["attention_ids_loads_before_wait"] > 0
     # with a merge kernel the split kernel lets it start and has no arrival atomic; the merge
     # kernel reads the partials only after waiting for it
     assert facts["attention_merge_kernel"] == {"griddepcontrol.wait": True,

@@ -426,12 +426,16 @@ def test_mixed_16_bit_pairs_are_rejected(q_dtype, kv_dtype):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed):
+def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed, monkeypatch):
     """Random lengths past the capacity, negative prefixes, q_len above max_query_len, padding
     rows, ids and page ids outside their tensors: every kernel gives the contract's result
     (float64 reference over the usable keys, zeros for rows of no request) and reads nothing
-    outside a tensor."""
+    outside a tensor (a table_first launch holding the whole table row, or with odd seeds its
+    first two entries only)."""
     import random
+
+    if seed % 2:
+        monkeypatch.setattr(sk, "TABLE_FIRST", 2)
 
     rnd, g = random.Random(seed), torch.Generator().manual_seed(seed)
     Hkv, G, D, R, W = rnd.choice([1, 2]), rnd.choice([1, 4, 16]), 64, rnd.randint(1, 3), 4
@@ -462,6 +466,7 @@ def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed):
                    dict(splits=4, num_warps=4, num_stages=2),
                    dict(splits=rnd.choice([2, 8]), kv_tile=rnd.choice([32, 64]),
                         head_split=rnd.choice([1, 2, 4]), num_warps=4, num_stages=2),
+                   dict(splits=2, table_first=True, num_warps=4, num_stages=2),
                    dict(variant="sparse_attn_tiled", lanes=max(16, G) * 2, num_warps=4,
                         num_stages=2)):
         out = torch.full(q.shape, float("nan"), device=DEVICE)
@@ -510,6 +515,34 @@ def test_tma_tiles_give_the_pointer_bits(layout, kv_dtype, scales, kv_tile, spli
     assert torch.equal(got[True], got[False])
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
                           case["sm_scale"], **kw)
+    check(got[True], ref)
+    assert bool((got[True][4:] == 0).all())  # request 2: seq_len 0
+
+
+@pytest.mark.parametrize("held", [None, 2])
+def test_table_first_gives_the_bits_of_the_table_loads(held, monkeypatch):
+    """A table_first launch (the row's first table entries read before its ids, the listed
+    blocks' pages taken from them) gives the bits of the plain launch, the row held whole or,
+    with TABLE_FIRST below the table's width, in part (ids past it load their pages): ids past
+    the table, −1 holes and repeats, page ids outside the cache, Q 2 and a request with no key,
+    one split, several (last arrival) and a merge kernel."""
+    if held:
+        monkeypatch.setattr(sk, "TABLE_FIRST", held)
+    case, pos = decode_case([300, 140, 0], Q=2, Hkv=2, G=4, topk=6, seed=71)
+    ids, table = case["topk_idx"].clone(), case["block_table"].clone()
+    W = table.shape[1]
+    ids[0, 0, 0], ids[0, 2, 1] = W + 3, -1
+    ids[1, 1, :2] = ids[1, 1, 2]
+    table[0, int(ids[0, 1, 1]) % W], table[1, 0] = case["kv"].shape[0] + 5, -7
+    case = dict(case, topk_idx=ids, block_table=table)
+    assert held is None or held < W  # held: a row held in part
+    for launch in (dict(splits=1), dict(splits=4, kv_tile=64), dict(splits=2, merge_kernel=True)):
+        got = {tf: sa.sparse_attn_with_launch(
+            dict(launch, table_first=tf, num_warps=4, num_stages=2), "decode", **case,
+            output=torch.full(case["q"].shape, float("nan"), dtype=torch.float32,
+                              device=DEVICE)) for tf in (False, True)}
+        assert torch.equal(got[True], got[False]), launch
+    ref = ref_sparse_attn(case["q"], case["kv"], ids, table, pos, 2, case["sm_scale"])
     check(got[True], ref)
     assert bool((got[True][4:] == 0).all())  # request 2: seq_len 0
 
@@ -833,6 +866,41 @@ def test_gpu_tma_tiles_give_the_pointer_bits():
     torch.cuda.synchronize()
     assert torch.equal(out, want)
     assert len(attn.direct.cache) == 1  # one cache, one descriptor
+
+
+@pytest.mark.gpu
+def test_gpu_table_first_gives_the_bits_of_the_table_loads():
+    """At MiniMax-M3 sizes on the GPU, table_first launches give the plain launches' bits: 32k
+    contexts (the table row held whole) and 128k (held in part: 1024 entries), pointer and tma
+    tiles, last-arrival and kernel merges, and a plan launched as the indexer's programmatic
+    dependent (pdl "ids": the table row is read before its wait)."""
+    for ctx, R, Hkv, launch in ((32768, 16, 1, dict(splits=8, merge_kernel=True, tma=True)),
+                                (32768, 16, 2, dict(splits=2, num_stages=3)),
+                                (131072, 4, 2, dict(splits=4, tma=True)),
+                                (131072, 4, 1, dict(splits=8, kv_tile=64, num_stages=3))):
+        # a 32k row's table is 256 entries (held whole), a 128k row's 1024 (held in part)
+        case, pos = decode_case([ctx - 13 * r for r in range(R)], Q=1, Hkv=Hkv, G=16 // Hkv,
+                                D=128, topk=16, seed=ctx // 1024 + Hkv, extra_cols=0)
+        assert case["block_table"].shape[1] == ctx // BLOCK
+        launch = dict(dict(num_warps=4, num_stages=2), **launch)
+        got = {tf: sa.sparse_attn_with_launch(
+            dict(launch, table_first=tf), "decode", **case,
+            output=torch.full(case["q"].shape, float("nan"), dtype=torch.bfloat16,
+                              device="cuda")) for tf in (False, True)}
+        assert torch.equal(got[True], got[False]), (ctx, Hkv, launch)
+        check(got[True], ref_sparse_attn(case["q"], case["kv"], case["topk_idx"],
+                                         case["block_table"], pos, Hkv, case["sm_scale"]))
+        out = torch.full_like(got[True], float("nan"))
+        plan = sa._AttnPlan("decode", case["q"], case["kv"], case["topk_idx"],
+                            case["block_table"], case["seq_lens"], Hkv, case["sm_scale"], out,
+                            None, None, None, decode_query_len=1, pdl="ids",
+                            launch=sa._check_launch(dict(launch, table_first=True), "decode"))
+        for _ in range(2):  # the JIT's launch, then the plan's direct one
+            out.fill_(float("nan"))
+            plan(case["q"], case["kv"], case["topk_idx"], case["block_table"],
+                 case["seq_lens"], None, None, None, None, out)
+            torch.cuda.synchronize()
+            assert torch.equal(out, got[False]), (ctx, Hkv, launch)
 
 
 @pytest.mark.gpu

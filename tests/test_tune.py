@@ -498,7 +498,7 @@ def test_attention_points_can_be_limited_to_some_program_counts(reg):
         Space(reg, reg.hardware["sm_90"], sms=132, groups=[3])
 
 
-def test_tma_twins_on_tma_targets_and_near_keeps_one_parameter_from_the_current_row(reg):
+def test_tma_and_table_first_twins_and_near_keeps_one_parameter_from_the_current_row(reg):
     """On sm_90 every split candidate comes with and without tma (never the tiled kernel, and
     not on a target without the accelerator); `measure --near` keeps the candidates one launch
     parameter away from the bucket's current row (tma flipped among them) and the anchors."""
@@ -511,6 +511,14 @@ def test_tma_twins_on_tma_targets_and_near_keeps_one_parameter_from_the_current_
     generic = Space(reg, reg.hardware["generic"], sms=132)
     mode, inputs, P, _ = generic.attn_points([32])[0]
     assert not any(p.get("tma") for _, p in generic.attn_candidates_at(mode, inputs, P))
+    # table_first twins: decode split launches of up to 128 programs, on every target
+    for space in (sm90, generic):
+        for mode, inputs, P, _ in space.attn_points([32, 128, 256]):
+            cands = space.attn_candidates_at(mode, inputs, P)
+            split = [p for v, p in cands if v == A_SPLIT]
+            twins = mode == "decode" and P <= 128
+            assert all((dict(p, table_first=not p["table_first"]) in split) == twins
+                       for p in split), (space.target.name, mode, P)
     near = Space(reg, reg.hardware["sm_90"], sms=132, near=True)
     for mode, inputs, P, _ in near.attn_points([1, 32, 128]):
         bucket = near.attn_bucket(inputs, P)
@@ -526,8 +534,10 @@ def test_tma_twins_on_tma_targets_and_near_keeps_one_parameter_from_the_current_
             apart = {k for k, v in near.completed(variant, params).items()
                      if current[1].get(k) != v}
             assert len(apart) <= 1, (params, current)
-        if current[0] == A_SPLIT:  # the current row with tma flipped
+        if current[0] == A_SPLIT:  # the current row with tma flipped (and table_first)
             assert (current[0], dict(current[1], tma=not current[1]["tma"])) in cands
+            assert ((current[0], dict(current[1], table_first=True)) in cands) == (
+                mode == "decode" and P <= 128)
 
 
 def test_attention_buckets_are_measured_at_each_served_head_count(reg):

@@ -74,19 +74,6 @@ VARIANTS = {
     # rows of one request only
     "no_table": [("    pages = tl.load(table_row_ptr + ids, mask=usable, other=-1)",
                   "    pages = tl.where(usable, ids, -1)")],
-    # the first 256 entries of the row's block table loaded before the ids (before the step's
-    # wait for the indexer too: the indexer does not write the table), the pages
-    # gathered from them in registers: one dependent memory round trip less (the same bits
-    # while the table is at most 256 blocks wide, as at the 32k rows; a candidate)
-    "table_prefetch": [
-        ("    if PDL == \"ids\":\n",
-         "    t_i = tl.arange(0, 256)\n"
-         "    trow = tl.load(table_row_ptr + t_i, mask=t_i < table_width, other=-1)\n"
-         "    if PDL == \"ids\":\n", 1),
-        ("    pages = tl.load(table_row_ptr + ids, mask=usable, other=-1)\n",
-         "    pages = tl.where(usable & (ids < 256),\n"
-         "                     tl.gather(trow, tl.where(usable & (ids < 256), ids, 0), 0), -1)\n",
-         1)],
     # no softmax arithmetic per step: the scores are the weights and the running sums are
     # not rescaled (timing only: the output is wrong); the loads and both products stay
     "no_softmax": [("    alpha = tl.exp2((m_i - shift) * _LOG2E)\n",
@@ -196,11 +183,6 @@ def _scalar_pick(topk_p=16):
 
 
 VARIANTS["scalar_pick"] = _scalar_pick(4 if SMOKE else 16)  # the rows' TOPK_P
-VARIANTS["scalar_prefetch"] = VARIANTS["table_prefetch"] + VARIANTS["scalar_pick"]
-
-# both of the pick's cheaper forms measured so far together: the table row first and one
-# packed pick (a correct kernel while the table is at most 256 blocks wide)
-VARIANTS["packed_prefetch"] = VARIANTS["table_prefetch"] + VARIANTS["packed_pick"]
 
 # The splits of a (row, KV head) as one thread-block cluster: grid (splits, pairs), clusters
 # of the first axis. Each split leaves its o and lse at the end of its own shared memory (the
@@ -531,9 +513,8 @@ NVIDIA_ONLY = ("cluster_merge", "timeline")
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
                   "cluster_merge": dict(merge_kernel=False)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("splits_first", "merge_kernel", "table_prefetch", "scratch_pick", "gather_pick",
-           "packed_pick", "packed_prefetch", "early_table", "cluster_merge", "scalar_pick",
-           "scalar_prefetch")
+CORRECT = ("splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
+           "early_table", "cluster_merge", "scalar_pick")
 
 
 class EmptyGrid:
@@ -600,12 +581,14 @@ def parse_launches(text) -> list:
 
 
 def tag_of(launch) -> str:
-    """'s8 w4 st2', with ' kv64', ' hs4', ' mk', ' tma' where the launch sets them otherwise."""
+    """'s8 w4 st2', with ' kv64', ' hs4', ' mk', ' tma', ' tf' where the launch sets them
+    otherwise."""
     return (f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
             + (f" kv{launch['kv_tile']}" if launch.get("kv_tile", 128) != 128 else "")
             + (f" hs{launch['head_split']}" if launch.get("head_split", 1) > 1 else "")
             + (" mk" if launch.get("merge_kernel") else "")
-            + (" tma" if launch.get("tma") else ""))
+            + (" tma" if launch.get("tma") else "")
+            + (" tf" if launch.get("table_first") else ""))
 
 
 def main():

@@ -125,10 +125,12 @@ def scorer(q="bf16", cache="bf16", head_dim=128, heads=1, block_q=1, warps=4, st
 
 
 def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps=4, stages=2,
-              merge_kernel=False, q="bf16", cache="bf16", topk=16, tma=False):
+              merge_kernel=False, q="bf16", cache="bf16", topk=16, tma=False,
+              table_first=False):
     """The sparse-attention split kernel (decode) at one launch, on a contiguous
     [pages, 2, 128, Hkv, D] cache, its head lanes padded as the launcher pads them; ``tma``:
-    its tiles through a tensor descriptor of the cache (`kv_tma_layout`)."""
+    its tiles through a tensor descriptor of the cache (`kv_tma_layout`); ``table_first``: the
+    row's first TABLE_FIRST table entries read before the ids."""
     from generated import sparse_attn
 
     gh = group // min(head_split, group)
@@ -144,6 +146,7 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
         dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE="decode",
              SCALES="none", DOT="native", PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
              MERGE_KERNEL=merge_kernel, LAUNCH_DEPENDENTS=merge_kernel, TMA=tma,
+             TABLE_FIRST=sparse_attn.TABLE_FIRST if table_first else 0,
              **({} if tma else {"kv_desc": None}), stride_qd=1,
              stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1, stride_pl=1),
         div16=("stride_qt", "stride_qh", "stride_kp", "stride_kh", "stride_kt", "v_off",
@@ -200,6 +203,8 @@ def main(argv=None):
     a.add_argument("--stages", type=int, default=2)
     a.add_argument("--merge-kernel", action="store_true")
     a.add_argument("--tma", action="store_true", help="tiles through a tensor descriptor")
+    a.add_argument("--table-first", action="store_true",
+                   help="the row's table entries read before its ids")
     args = p.parse_args(argv)
     common.setup(False)
     os.environ.pop("TRITON_INTERPRET", None)  # the interpreter replaces @triton.jit functions
@@ -219,11 +224,11 @@ def main(argv=None):
     elif args.kernel == "attention":
         compiled = attention(args.group, args.head_dim, args.kv_tile, args.splits,
                              args.head_split, args.warps, args.stages, args.merge_kernel,
-                             tma=args.tma)
+                             tma=args.tma, table_first=args.table_first)
         name = (f"attention G {args.group} D {args.head_dim} kv_tile {args.kv_tile} splits "
                 f"{args.splits} head_split {args.head_split} warps {args.warps} stages "
                 f"{args.stages}{' merge kernel' if args.merge_kernel else ''}"
-                f"{' tma' if args.tma else ''}")
+                f"{' tma' if args.tma else ''}{' table first' if args.table_first else ''}")
     else:
         compiled = scorer(args.q, args.cache, args.head_dim, 1, args.block_q, args.warps,
                           args.stages)

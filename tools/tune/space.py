@@ -40,6 +40,9 @@ ATTN_TABLES = {"decode": "sparse_attn_decode", "prefill": "sparse_attn_prefill"}
 # sparse_decode_step (as the indexer's programmatic dependent a launch lost up to 8 % that it
 # won alone, at 129–512 programs); above it the indexer's cache read dominates the step.
 ATTN_STEP_MAX_PROGRAMS = 512
+# Decode attention points of at most this many programs also try table_first launches
+# (2026-12-02, attn_ablation on two H200s: 1-5 % at 32 rows of one or two KV heads)
+ATTN_TABLE_FIRST_MAX_PROGRAMS = 128
 # The step representative's context: 8k, where the attention takes the largest share of the
 # step (at 32k the indexer's cache read is two thirds of it: a launch 5 % slower inside the
 # step moved the bucket's worst case by 1 % only, within the noise rule).
@@ -627,8 +630,11 @@ class Space:
         two warps at 4–16 splits (shared heads at 1 or 2 splits, little or nothing to merge,
         took 1.2–1.6× the best launch at 32 and 64 programs on 2026-12-02 and are not
         measured); where the target has the tensor memory accelerator (not quick), each of these
-        split launches also with its tiles through it (tma); prefill also the query-tiled kernel
-        at 32, 64 and 128 lanes (at least 16 and G)."""
+        split launches also with its tiles through it (tma); decode at up to
+        ATTN_TABLE_FIRST_MAX_PROGRAMS programs (not quick) each also with the table row read
+        first (table_first: one dependent load less before the first tile, which matters where
+        the grid is one wave); prefill also the query-tiled kernel at 32, 64 and 128 lanes (at
+        least 16 and G)."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
         last = dict(merge_kernel=False)  # the last split to finish merges
         whole = dict(kv_tile=self.block, head_split=1, **last)
@@ -656,9 +662,11 @@ class Space:
             cands += [(A_SPLIT, dict(splits=k, kv_tile=t, head_split=1, **last, num_warps=2,
                                      num_stages=st))
                       for k in (4, 8, 16) for t, st in ((self.block, 2), (self.block // 2, 3))]
-        cands = [(v, dict(p, tma=False)) for v, p in cands]
+        cands = [(v, dict(p, tma=False, table_first=False)) for v, p in cands]
         if self.tma and not self.quick:
             cands += [(v, dict(p, tma=True)) for v, p in cands]
+        if mode == "decode" and programs <= ATTN_TABLE_FIRST_MAX_PROGRAMS and not self.quick:
+            cands += [(v, dict(p, table_first=True)) for v, p in cands]
         if mode == "prefill":
             cands += [(A_TILED, dict(lanes=n, num_warps=w, num_stages=2))
                       for n in (32, 64, 128) for w in (4, 8)
