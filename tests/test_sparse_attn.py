@@ -431,11 +431,11 @@ def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed, monkeypa
     rows, ids and page ids outside their tensors: every kernel gives the contract's result
     (float64 reference over the usable keys, zeros for rows of no request) and reads nothing
     outside a tensor (a table_first launch holding the whole table row, or with odd seeds its
-    first two entries only)."""
+    first entry only)."""
     import random
 
     if seed % 2:
-        monkeypatch.setattr(sk, "TABLE_FIRST", 2)
+        monkeypatch.setattr(sk, "TABLE_FIRST", 1)
 
     rnd, g = random.Random(seed), torch.Generator().manual_seed(seed)
     Hkv, G, D, R, W = rnd.choice([1, 2]), rnd.choice([1, 4, 16]), 64, rnd.randint(1, 3), 4
@@ -528,12 +528,14 @@ def test_table_first_gives_the_bits_of_the_table_loads(held, monkeypatch):
     one split, several (last arrival) and a merge kernel."""
     if held:
         monkeypatch.setattr(sk, "TABLE_FIRST", held)
-    case, pos = decode_case([300, 140, 0], Q=2, Hkv=2, G=4, topk=6, seed=71)
+    case, pos = decode_case([600, 300, 0], Q=2, Hkv=2, G=4, topk=6, seed=71)
     ids, table = case["topk_idx"].clone(), case["block_table"].clone()
     W = table.shape[1]
     ids[0, 0, 0], ids[0, 2, 1] = W + 3, -1
     ids[1, 1, :2] = ids[1, 1, 2]
-    table[0, int(ids[0, 1, 1]) % W], table[1, 0] = case["kv"].shape[0] + 5, -7
+    # a page past the cache for a listed, visible block of request 0 past the first two
+    far = next(b for b in ids[0, 1].tolist() if 2 <= b and b * BLOCK <= pos[1][1])
+    table[0, far], table[1, 0] = case["kv"].shape[0] + 5, -7
     case = dict(case, topk_idx=ids, block_table=table)
     assert held is None or held < W  # held: a row held in part
     for launch in (dict(splits=1), dict(splits=4, kv_tile=64), dict(splits=2, merge_kernel=True)):
@@ -871,9 +873,9 @@ def test_gpu_tma_tiles_give_the_pointer_bits():
 @pytest.mark.gpu
 def test_gpu_table_first_gives_the_bits_of_the_table_loads():
     """At MiniMax-M3 sizes on the GPU, table_first launches give the plain launches' bits: 32k
-    contexts (the table row held whole) and 128k (held in part: 1024 entries), pointer and tma
-    tiles, last-arrival and kernel merges, and a plan launched as the indexer's programmatic
-    dependent (pdl "ids": the table row is read before its wait)."""
+    contexts (the table row held whole) and 128k (held in part: 1024 entries, three quarters
+    of the listed blocks past the held ones), pointer and tma tiles, last-arrival and kernel
+    merges (the step as the indexer's dependent: the next test)."""
     for ctx, R, Hkv, launch in ((32768, 16, 1, dict(splits=8, merge_kernel=True, tma=True)),
                                 (32768, 16, 2, dict(splits=2, num_stages=3)),
                                 (131072, 4, 2, dict(splits=4, tma=True)),
@@ -890,17 +892,30 @@ def test_gpu_table_first_gives_the_bits_of_the_table_loads():
         assert torch.equal(got[True], got[False]), (ctx, Hkv, launch)
         check(got[True], ref_sparse_attn(case["q"], case["kv"], case["topk_idx"],
                                          case["block_table"], pos, Hkv, case["sm_scale"]))
-        out = torch.full_like(got[True], float("nan"))
-        plan = sa._AttnPlan("decode", case["q"], case["kv"], case["topk_idx"],
-                            case["block_table"], case["seq_lens"], Hkv, case["sm_scale"], out,
-                            None, None, None, decode_query_len=1, pdl="ids",
-                            launch=sa._check_launch(dict(launch, table_first=True), "decode"))
-        for _ in range(2):  # the JIT's launch, then the plan's direct one
-            out.fill_(float("nan"))
-            plan(case["q"], case["kv"], case["topk_idx"], case["block_table"],
-                 case["seq_lens"], None, None, None, None, out)
-            torch.cuda.synchronize()
-            assert torch.equal(out, got[False]), (ctx, Hkv, launch)
+
+
+@pytest.mark.gpu
+def test_gpu_decode_step_with_table_first_equals_the_two_calls(monkeypatch):
+    """A decode table row with table_first (and tma, a merge kernel): the attention reads its
+    table rows before its wait for the indexer, inside a CUDA graph, and gives the bits of the
+    two calls (where it reads them after the indexer has completed)."""
+    from types import SimpleNamespace
+
+    from generated import _runtime
+
+    row = sa._row
+
+    def table_first(mode, hw, key):
+        got = row(mode, hw, key)
+        if mode != "decode":
+            return got
+        return SimpleNamespace(variant=got.variant, where=got.where, index=got.index,
+                               params={**got.params, "splits": 8, "merge_kernel": True,
+                                       "tma": True, "table_first": True})
+    monkeypatch.setattr(sa, "_row", table_first)
+    monkeypatch.setattr(sa, "_PLANS", _runtime.PlanCache())
+    monkeypatch.setattr(sa, "_STEP_PLANS", _runtime.PlanCache())
+    test_gpu_decode_step_in_a_graph_equals_the_two_calls()
 
 
 @pytest.mark.gpu

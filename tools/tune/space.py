@@ -40,8 +40,10 @@ ATTN_TABLES = {"decode": "sparse_attn_decode", "prefill": "sparse_attn_prefill"}
 # sparse_decode_step (as the indexer's programmatic dependent a launch lost up to 8 % that it
 # won alone, at 129–512 programs); above it the indexer's cache read dominates the step.
 ATTN_STEP_MAX_PROGRAMS = 512
-# Decode attention points of at most this many programs also try table_first launches
-# (2026-12-02, attn_ablation on two H200s: 1-5 % at 32 rows of one or two KV heads)
+# Decode attention points of at most this many programs also try table_first launches: one
+# dependent load less before the first tile, which counts where the grid is about one wave
+# (2026-12-02, attn_ablation on two H200s: 1-5 % at 32-64 programs, 32 rows of one or two KV
+# heads; 65-128 programs is the last bucket of a single wave at one split)
 ATTN_TABLE_FIRST_MAX_PROGRAMS = 128
 # The step representative's context: 8k, where the attention takes the largest share of the
 # step (at 32k the indexer's cache read is two thirds of it: a launch 5 % slower inside the
