@@ -899,23 +899,7 @@ def test_gpu_decode_step_with_table_first_equals_the_two_calls(monkeypatch):
     """A decode table row with table_first (and tma, a merge kernel): the attention reads its
     table rows before its wait for the indexer, inside a CUDA graph, and gives the bits of the
     two calls (where it reads them after the indexer has completed)."""
-    from types import SimpleNamespace
-
-    from generated import _runtime
-
-    row = sa._row
-
-    def table_first(mode, hw, key):
-        got = row(mode, hw, key)
-        if mode != "decode":
-            return got
-        return SimpleNamespace(variant=got.variant, where=got.where, index=got.index,
-                               params={**got.params, "splits": 8, "merge_kernel": True,
-                                       "tma": True, "table_first": True})
-    monkeypatch.setattr(sa, "_row", table_first)
-    monkeypatch.setattr(sa, "_PLANS", _runtime.PlanCache())
-    monkeypatch.setattr(sa, "_STEP_PLANS", _runtime.PlanCache())
-    test_gpu_decode_step_in_a_graph_equals_the_two_calls()
+    _step_with_decode_rows(monkeypatch, splits=8, merge_kernel=True, tma=True, table_first=True)
 
 
 @pytest.mark.gpu
@@ -977,19 +961,25 @@ def test_gpu_decode_step_in_a_graph_equals_the_two_calls():
 def test_gpu_decode_step_with_a_merge_kernel_equals_the_two_calls(monkeypatch):
     """A decode table row that merges in a second kernel: indexer, split kernel and merge
     kernel chained by programmatic launches inside a CUDA graph give the two calls' bits."""
+    _step_with_decode_rows(monkeypatch, splits=8, merge_kernel=True)
+
+
+def _step_with_decode_rows(monkeypatch, **params):
+    """test_gpu_decode_step_in_a_graph_equals_the_two_calls with every decode table row's
+    launch changed by ``params`` (fresh plan caches)."""
     from types import SimpleNamespace
 
     from generated import _runtime
 
     row = sa._row
 
-    def merging(mode, hw, key):
+    def changed(mode, hw, key):
         got = row(mode, hw, key)
         if mode != "decode":
             return got
         return SimpleNamespace(variant=got.variant, where=got.where, index=got.index,
-                               params={**got.params, "splits": 8, "merge_kernel": True})
-    monkeypatch.setattr(sa, "_row", merging)
+                               params={**got.params, **params})
+    monkeypatch.setattr(sa, "_row", changed)
     monkeypatch.setattr(sa, "_PLANS", _runtime.PlanCache())
     monkeypatch.setattr(sa, "_STEP_PLANS", _runtime.PlanCache())
     test_gpu_decode_step_in_a_graph_equals_the_two_calls()
