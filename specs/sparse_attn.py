@@ -64,11 +64,11 @@ SPECS = [
                               "capability >= 9.0, and a cache it can address: otherwise loads "
                               "by pointers)"),
                     Param(name="table_first", kind="bool",
-                          doc="the row's first block-table entries (up to TABLE_FIRST) read "
-                              "beside q, before the ids (and before the wait for the indexer in "
-                              "the decode step): a listed block's page then comes from "
-                              "registers, not from a load that waits on the ids (ids past them "
-                              "still load theirs)"),
+                          doc="the row's whole block table read beside q, before the ids "
+                              "(and before the wait for the indexer in the decode step): a "
+                              "listed block's page then comes from registers, not from a load "
+                              "that waits on the ids (tables wider than TABLE_FIRST_MAX, 128k "
+                              "tokens, are read as without it)"),
                     NUM_WARPS, NUM_STAGES),
             defaults=dict(splits=1, kv_tile=BLOCK, head_split=1, merge_kernel=False,
                           tma=False, table_first=False, num_warps=4, num_stages=2)),

@@ -39,13 +39,13 @@ def fused(dependents: bool) -> str:
                      LAUNCH_DEPENDENTS=dependents), num_warps=4, num_stages=2)
 
 
-def attention(pdl: str, merge_kernel: bool = False, table_first: int = 0) -> str:
+def attention(pdl: str, merge_kernel: bool = False, table_held: int = 0) -> str:
     return _ptx(sparse_attn._sparse_attn_kernel,
                 {"q_ptr": "*bf16", "kv_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32"},
                 dict(G=16, GP=16, D=128, BLOCK_N=128, SPLITS=4, MODE="decode", SCALES="none",
                      DOT="native", PDL=pdl, TOPK_P=16, MERGE_KERNEL=merge_kernel,
                      LAUNCH_DEPENDENTS=merge_kernel, TMA=False, kv_desc=None,
-                     TABLE_FIRST=table_first, TABLE_WHOLE=False),
+                     TABLE_HELD=table_held),
                 num_warps=4, num_stages=2)
 
 
@@ -100,7 +100,7 @@ def main():
              "attention_any": attention("any"), "attention_ids": attention("ids"),
              "attention_plain": attention("none"),
              "attention_merge_kernel": attention("ids", True),
-             "attention_ids_table_first": attention("ids", table_first=sparse_attn.TABLE_FIRST),
+             "attention_ids_table_first": attention("ids", table_held=256),
              "merge_pdl": attention_merge(True), "merge_plain": attention_merge(False),
              "scorer_dependents": scorer(True), "scorer_plain": scorer(False)}
     facts = {name: {i: i in ptx for i in INSTRUCTIONS} for name, ptx in cases.items()}

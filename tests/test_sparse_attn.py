@@ -430,12 +430,12 @@ def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed, monkeypa
     """Random lengths past the capacity, negative prefixes, q_len above max_query_len, padding
     rows, ids and page ids outside their tensors: every kernel gives the contract's result
     (float64 reference over the usable keys, zeros for rows of no request) and reads nothing
-    outside a tensor (a table_first launch holding the whole table row, or with odd seeds its
-    first entry only)."""
+    outside a tensor (a table_first launch holding the whole table row, or with odd seeds a
+    table wider than it holds: read as without table_first)."""
     import random
 
     if seed % 2:
-        monkeypatch.setattr(sk, "TABLE_FIRST", 1)
+        monkeypatch.setattr(sk, "TABLE_FIRST_MAX", 2)
 
     rnd, g = random.Random(seed), torch.Generator().manual_seed(seed)
     Hkv, G, D, R, W = rnd.choice([1, 2]), rnd.choice([1, 4, 16]), 64, rnd.randint(1, 3), 4
@@ -519,15 +519,15 @@ def test_tma_tiles_give_the_pointer_bits(layout, kv_dtype, scales, kv_tile, spli
     assert bool((got[True][4:] == 0).all())  # request 2: seq_len 0
 
 
-@pytest.mark.parametrize("held", [None, 2])
-def test_table_first_gives_the_bits_of_the_table_loads(held, monkeypatch):
-    """A table_first launch (the row's first table entries read before its ids, the listed
-    blocks' pages taken from them) gives the bits of the plain launch, the row held whole or,
-    with TABLE_FIRST below the table's width, in part (ids past it load their pages): ids past
-    the table, −1 holes and repeats, page ids outside the cache, Q 2 and a request with no key,
-    one split, several (last arrival) and a merge kernel."""
-    if held:
-        monkeypatch.setattr(sk, "TABLE_FIRST", held)
+@pytest.mark.parametrize("widest", [None, 2])
+def test_table_first_gives_the_bits_of_the_table_loads(widest, monkeypatch):
+    """A table_first launch (the row's table read before its ids, the listed blocks' pages
+    taken from it) gives the bits of the plain launch, or with TABLE_FIRST_MAX below the table's
+    width is read as the plain launch: ids past the table, −1 holes and repeats, page ids
+    outside the cache, Q 2 and a request with no key, one split, several (last arrival) and a
+    merge kernel."""
+    if widest:
+        monkeypatch.setattr(sk, "TABLE_FIRST_MAX", widest)
     case, pos = decode_case([600, 300, 0], Q=2, Hkv=2, G=4, topk=6, seed=71)
     ids, table = case["topk_idx"].clone(), case["block_table"].clone()
     W = table.shape[1]
@@ -537,7 +537,7 @@ def test_table_first_gives_the_bits_of_the_table_loads(held, monkeypatch):
     far = next(b for b in ids[0, 1].tolist() if 2 <= b and b * BLOCK <= pos[1][1])
     table[0, far], table[1, 0] = case["kv"].shape[0] + 5, -7
     case = dict(case, topk_idx=ids, block_table=table)
-    assert held is None or held < W  # held: a row held in part
+    assert widest is None or widest < W  # widest: a table too wide to hold
     for launch in (dict(splits=1), dict(splits=4, kv_tile=64), dict(splits=2, merge_kernel=True)):
         got = {tf: sa.sparse_attn_with_launch(
             dict(launch, table_first=tf, num_warps=4, num_stages=2), "decode", **case,
@@ -873,14 +873,13 @@ def test_gpu_tma_tiles_give_the_pointer_bits():
 @pytest.mark.gpu
 def test_gpu_table_first_gives_the_bits_of_the_table_loads():
     """At MiniMax-M3 sizes on the GPU, table_first launches give the plain launches' bits: 32k
-    contexts (the table row held whole) and 128k (held in part: 1024 entries, three quarters
-    of the listed blocks past the held ones), pointer and tma tiles, last-arrival and kernel
-    merges (the step as the indexer's dependent: the next test)."""
+    and 128k contexts (tables of 256 and 1024 entries, the widest held), pointer and tma
+    tiles, last-arrival and kernel merges (the step as the indexer's dependent: the next
+    test)."""
     for ctx, R, Hkv, launch in ((32768, 16, 1, dict(splits=8, merge_kernel=True, tma=True)),
                                 (32768, 16, 2, dict(splits=2, num_stages=3)),
                                 (131072, 4, 2, dict(splits=4, tma=True)),
                                 (131072, 4, 1, dict(splits=8, kv_tile=64, num_stages=3))):
-        # a 32k row's table is 256 entries (held whole), a 128k row's 1024 (held in part)
         case, pos = decode_case([ctx - 13 * r for r in range(R)], Q=1, Hkv=Hkv, G=16 // Hkv,
                                 D=128, topk=16, seed=ctx // 1024 + Hkv, extra_cols=0)
         assert case["block_table"].shape[1] == ctx // BLOCK

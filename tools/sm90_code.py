@@ -130,7 +130,7 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
     """The sparse-attention split kernel (decode) at one launch, on a contiguous
     [pages, 2, 128, Hkv, D] cache, its head lanes padded as the launcher pads them; ``tma``:
     its tiles through a tensor descriptor of the cache (`kv_tma_layout`); ``table_first``: the
-    row's first TABLE_FIRST table entries read before the ids (the whole row, as at 32k)."""
+    row's table read before the ids (256 entries: a 32k context's)."""
     from generated import sparse_attn
 
     gh = group // min(head_split, group)
@@ -146,8 +146,7 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
         dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE="decode",
              SCALES="none", DOT="native", PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
              MERGE_KERNEL=merge_kernel, LAUNCH_DEPENDENTS=merge_kernel, TMA=tma,
-             TABLE_FIRST=sparse_attn.TABLE_FIRST if table_first else 0,
-             TABLE_WHOLE=table_first,
+             TABLE_HELD=256 if table_first else 0,
              **({} if tma else {"kv_desc": None}), stride_qd=1,
              stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1, stride_pl=1),
         div16=("stride_qt", "stride_qh", "stride_kp", "stride_kh", "stride_kt", "v_off",
