@@ -312,6 +312,69 @@ def test_gpu_plans_under_graphs_and_two_streams():
         assert torch.equal(o, eager) and int(c.abs().sum()) == 0
 
 
+@gpu
+def test_gpu_later_launches_go_straight_to_the_c_launcher(monkeypatch):
+    """On the GPU, a cached plan's later launches of kernels without descriptor arguments go
+    straight to Triton's C launcher (`RawLaunch`), every launch of the call, with the first
+    (JIT) call's bits, eagerly and replayed in a CUDA graph: the indexer (two kernels), the
+    router and the decode step (indexer, table, attention, merge)."""
+    _rt.clear_plans()
+    g = torch.Generator(device="cuda").manual_seed(11)
+    kw = _decode_kwargs(seed=6, lens=(900, 4000, 0, 77))
+    total_q = 4 * Q
+    kw["out"] = torch.full((1, total_q, 8), -3, dtype=torch.int32, device="cuda")
+    kw["completion_counter"] = torch.zeros((1, total_q), dtype=torch.int32, device="cuda")
+    w = torch.randn((128, 6144), device="cuda", generator=g)
+    x = torch.randn((8, 6144), device="cuda", generator=g).bfloat16()
+    Hkv, G, R, ctx = 2, 16, 5, 30000
+    W = ctx // 128 + 1
+    kv = torch.randn((R * W, 2, 128, Hkv, 128), device="cuda", generator=g).bfloat16()
+    table = torch.zeros((R, 300), dtype=torch.int32, device="cuda")
+    table[:, :W] = torch.randperm(R * W, device="cuda", generator=g).int().view(R, W)
+    q = torch.randn((R, Hkv * G, 128), device="cuda", generator=g).bfloat16()
+    idx_q = torch.randn((R, Hkv, 128), device="cuda", generator=g).bfloat16()
+    idx_cache = torch.randn((R * W, 128, 128), device="cuda", generator=g).bfloat16()
+    lens = torch.full((R,), ctx, dtype=torch.int32, device="cuda")
+    attn_out = torch.empty_like(q)
+
+    def call():
+        kw["out"].fill_(-3)
+        attn_out.fill_(float("nan"))
+        return (generated.index_decode(**kw).clone(), generated.router_gemm(x, w),
+                generated.sparse_decode_step(idx_q, idx_cache, table, q, kv, table, lens, 32768,
+                                             16, 0, 1, Hkv, 1, 1, 0.1, attn_out).clone())
+
+    first = call()
+    torch.cuda.synchronize()
+    counts = {"launch": 0, "raw": 0}
+    plain, raw = _rt.KernelLaunch.__call__, _rt.RawLaunch.__call__
+
+    def count(key, real):
+        def spy(self, *args):
+            counts[key] += 1
+            return real(self, *args)
+        return spy
+    monkeypatch.setattr(_rt.KernelLaunch, "__call__", count("launch", plain))
+    monkeypatch.setattr(_rt.RawLaunch, "__call__", count("raw", raw))
+    for _ in range(2):
+        again = call()
+        torch.cuda.synchronize()
+        for a, b in zip(again, first):
+            assert torch.equal(a, b)
+    assert counts["launch"] >= 2 * 5 and counts["raw"] == counts["launch"], counts
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            captured = call()
+    torch.cuda.synchronize()
+    graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip(captured, first):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("kwargs,error,name", [
     (dict(q_dtypes=("xx",)), ValueError, "q_dtypes"),
     (dict(q_dtypes="bf16"), TypeError, "q_dtypes"),
@@ -341,6 +404,17 @@ def test_warmup_refuses_its_own_arguments_by_name(kwargs, error, name):
     assert str(info.value).startswith(name), str(info.value)
 
 
+def _fake_run(launch, scratch=0, profile_scratch=0):
+    """Triton 3.6's NVIDIA launcher object (`CudaLauncher`) around `launch`, without compiling
+    a C module: the attributes `direct_launch` reads."""
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    run = object.__new__(CudaLauncher)
+    run.launch, run.global_scratch_size, run.profile_scratch_size = launch, scratch, profile_scratch
+    run.launch_cooperative_grid, run.launch_pdl = False, True
+    return run
+
+
 def _fake_compiled(launcher, indices, metas, scratch=0):
     """A compiled kernel as `DescriptorLaunch.of` reads one: Triton 3.6's launcher wraps the
     raw launcher in a closure over it, the descriptor argument positions and their facts."""
@@ -351,9 +425,44 @@ def _fake_compiled(launcher, indices, metas, scratch=0):
             return launcher, tensordesc_indices, tensordesc_meta
         return inner
 
-    run = SimpleNamespace(launch=wrap(launcher, set(indices), metas), global_scratch_size=scratch,
-                          profile_scratch_size=0, launch_cooperative_grid=False, launch_pdl=True)
+    run = _fake_run(wrap(launcher, set(indices), metas), scratch=scratch)
     return SimpleNamespace(run=run, function=77, packed_metadata="packed")
+
+
+class _CLauncher:
+    """Stands for the compiled C launcher: a callable that is not a Python function."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+
+
+def test_direct_launch_hands_the_arguments_to_the_c_launcher():
+    """A kernel without descriptor arguments launches straight through Triton's C launcher: grid,
+    stream and function, the fixed head (cooperative grid, PDL, no scratch, the packed metadata,
+    no launch metadata or hooks: what Triton's Python launcher passes) and the arguments as
+    given. With scratch memory to allocate, or a launcher that is not Triton 3.6's NVIDIA one,
+    it declines (the launch goes through ``compiled.run``); a descriptor wrapper gets a
+    `DescriptorLaunch`. The real launcher: test_gpu_later_launches_go_straight_to_the_c_launcher."""
+    from types import SimpleNamespace
+
+    c = _CLauncher()
+    compiled = SimpleNamespace(run=_fake_run(c), function=77, packed_metadata="packed")
+    launch = _rt.direct_launch(compiled)
+    assert isinstance(launch, _rt.RawLaunch)
+    t = torch.zeros(3)
+    launch(4, 2, 1, 99, (t, 5, None, 7))
+    assert c.calls == [(4, 2, 1, 99, 77, False, True, None, None, "packed", None, None, None,
+                        t, 5, None, 7)]
+    for run in (_fake_run(c, scratch=64), _fake_run(c, profile_scratch=8),
+                SimpleNamespace(launch=c, global_scratch_size=0, profile_scratch_size=0,
+                                launch_cooperative_grid=False, launch_pdl=True)):
+        assert _rt.direct_launch(SimpleNamespace(run=run, function=77,
+                                                 packed_metadata="packed")) is None
+    wrapped = _fake_compiled(c, [1], [{"swizzle": 128}])
+    assert isinstance(_rt.direct_launch(wrapped), _rt.DescriptorLaunch)
 
 
 def test_descriptor_launch_encodes_each_descriptor_once_per_address():
@@ -388,6 +497,5 @@ def test_descriptor_launch_encodes_each_descriptor_once_per_address():
     assert _rt.DescriptorLaunch.of(_fake_compiled(print, [2], [{}], scratch=128)) is None
     assert _rt.DescriptorLaunch.of(_fake_compiled(print, [2], [None])) is None
     from types import SimpleNamespace
-    raw = SimpleNamespace(run=SimpleNamespace(launch=print, global_scratch_size=0,
-                                              profile_scratch_size=0))
+    raw = SimpleNamespace(run=_fake_run(print), function=77, packed_metadata="packed")
     assert _rt.DescriptorLaunch.of(raw) is None  # no descriptor argument: the raw launcher
