@@ -196,6 +196,41 @@ def test_warmup_reaches_every_attention_row_class(monkeypatch):
     assert True in decodes and False in decodes
 
 
+def test_table_held_sizes_cover_every_width():
+    """A table_first launch holds its table row in one of TABLE_HELD_SIZES (a compile-time
+    size): the first one at least as wide as the row, none past TABLE_FIRST_MAX (the widest
+    size). So warmup, which calls each decode class on a table of each size, leaves no width
+    to compile (test_gpu_warmup_leaves_nothing_to_compile)."""
+    from generated import sparse_attn as sk
+
+    sizes = sk.TABLE_HELD_SIZES
+    assert list(sizes) == sorted(set(sizes)) and sizes[-1] == sk.TABLE_FIRST_MAX
+    assert all(s & (s - 1) == 0 for s in sizes)  # powers of two (tl.arange)
+    for width in range(1, sk.TABLE_FIRST_MAX + 1):
+        held = sk.table_held(width)
+        assert held in sizes and held >= width and not [s for s in sizes if width <= s < held]
+    assert sk.table_held(0) == sk.table_held(sk.TABLE_FIRST_MAX + 1) == 0
+
+
+def test_warmup_calls_each_decode_class_at_each_held_size(monkeypatch):
+    """warmup's decode attention calls (alone and as the step's dependent) reach every held
+    table size of a table_first launch: the interpreter runs them, `table_held` records."""
+    from generated import precompile
+    from generated import sparse_attention as sa
+    from generated import sparse_attn as sk
+
+    point = ("decode", "bf16", "bf16", "none", 16, 128, 1)
+    launch = sa.explain_sparse_attn("decode", "sm_90", torch.bfloat16, torch.bfloat16, "none",
+                                    16, 128, 1)
+    assert launch["table_first"]  # (a point whose sm_90 launch holds the table)
+    held, real = [], sk.table_held
+    monkeypatch.setattr(sk, "table_held", lambda width: held.append(real(width)) or held[-1])
+    for step in (False, True):
+        held.clear()
+        precompile._attn_call(DEVICE, "sm_90", *point, step=step)
+        assert sorted(held) == list(sk.TABLE_HELD_SIZES), (step, held)
+
+
 # ---- GPU -----------------------------------------------------------------------------------
 
 @gpu
