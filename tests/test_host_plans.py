@@ -196,29 +196,20 @@ def test_warmup_reaches_every_attention_row_class(monkeypatch):
     assert True in decodes and False in decodes
 
 
-def test_table_held_sizes_cover_every_width():
-    """A table_first launch holds its table row in one of TABLE_HELD_SIZES (a compile-time
-    size): the first one at least as wide as the row, none past TABLE_FIRST_MAX (the widest
-    size). So warmup, which calls each decode class on a table of each size, leaves no width
-    to compile (test_gpu_warmup_leaves_nothing_to_compile)."""
-    from generated import sparse_attn as sk
-
-    sizes = sk.TABLE_HELD_SIZES
-    assert list(sizes) == sorted(set(sizes)) and sizes[-1] == sk.TABLE_FIRST_MAX
-    assert all(s & (s - 1) == 0 for s in sizes)  # powers of two (tl.arange)
-    for width in range(1, sk.TABLE_FIRST_MAX + 1):
-        held = sk.table_held(width)
-        assert held in sizes and held >= width and not [s for s in sizes if width <= s < held]
-    assert sk.table_held(0) == sk.table_held(sk.TABLE_FIRST_MAX + 1) == 0
-
-
-def test_warmup_calls_each_decode_class_at_each_held_size(monkeypatch):
-    """warmup's decode attention calls (alone and as the step's dependent) reach every held
-    table size of a table_first launch: the interpreter runs them, `table_held` records."""
+def test_table_first_holds_one_size_for_every_width(monkeypatch):
+    """A table_first launch holds its table row in one compile-time size, TABLE_FIRST_MAX, for
+    every width up to it (none past it): one binary whatever the caller's table width. warmup's
+    decode attention calls (alone and as the step's dependent, run by the interpreter) hold
+    that size, so they compile the binary a real table takes
+    (test_gpu_warmup_leaves_nothing_to_compile; a size per width compiled one per power of
+    two)."""
     from generated import precompile
     from generated import sparse_attention as sa
     from generated import sparse_attn as sk
 
+    widest = sk.TABLE_FIRST_MAX
+    assert {sk.table_held(w) for w in range(1, widest + 1)} == {widest}
+    assert sk.table_held(0) == sk.table_held(widest + 1) == 0
     point = ("decode", "bf16", "bf16", "none", 16, 128, 1)
     launch = sa.explain_sparse_attn("decode", "sm_90", torch.bfloat16, torch.bfloat16, "none",
                                     16, 128, 1)
@@ -228,7 +219,7 @@ def test_warmup_calls_each_decode_class_at_each_held_size(monkeypatch):
     for step in (False, True):
         held.clear()
         precompile._attn_call(DEVICE, "sm_90", *point, step=step)
-        assert sorted(held) == list(sk.TABLE_HELD_SIZES), (step, held)
+        assert held == [widest], (step, held)
 
 
 # ---- GPU -----------------------------------------------------------------------------------
@@ -350,9 +341,10 @@ def test_gpu_plans_under_graphs_and_two_streams():
 @gpu
 def test_gpu_later_launches_go_straight_to_the_c_launcher(monkeypatch):
     """On the GPU, a cached plan's later launches of kernels without descriptor arguments go
-    straight to Triton's C launcher (`RawLaunch`), every launch of the call, with the first
-    (JIT) call's bits, eagerly and replayed in a CUDA graph: the indexer (two kernels), the
-    router and the decode step (indexer, table, attention, merge)."""
+    straight to Triton's C launcher (`RawLaunch`), every other launch of the call through
+    `DescriptorLaunch`, with the first (JIT) call's bits, eagerly and replayed in a CUDA graph:
+    the indexer (two kernels), the router and the decode step (indexer, table, attention,
+    merge)."""
     _rt.clear_plans()
     g = torch.Generator(device="cuda").manual_seed(11)
     kw = _decode_kwargs(seed=6, lens=(900, 4000, 0, 77))
@@ -381,8 +373,9 @@ def test_gpu_later_launches_go_straight_to_the_c_launcher(monkeypatch):
 
     first = call()
     torch.cuda.synchronize()
-    counts = {"launch": 0, "raw": 0}
-    plain, raw = _rt.KernelLaunch.__call__, _rt.RawLaunch.__call__
+    counts = {"launch": 0, "raw": 0, "descriptor": 0}
+    plain, raw, desc = (_rt.KernelLaunch.__call__, _rt.RawLaunch.__call__,
+                        _rt.DescriptorLaunch.__call__)
 
     def count(key, real):
         def spy(self, *args):
@@ -391,12 +384,15 @@ def test_gpu_later_launches_go_straight_to_the_c_launcher(monkeypatch):
         return spy
     monkeypatch.setattr(_rt.KernelLaunch, "__call__", count("launch", plain))
     monkeypatch.setattr(_rt.RawLaunch, "__call__", count("raw", raw))
+    monkeypatch.setattr(_rt.DescriptorLaunch, "__call__", count("descriptor", desc))
     for _ in range(2):
         again = call()
         torch.cuda.synchronize()
         for a, b in zip(again, first):
             assert torch.equal(a, b)
-    assert counts["launch"] >= 2 * 5 and counts["raw"] == counts["launch"], counts
+    # (a tma attention launch takes descriptors: `DescriptorLaunch`, the same C launcher)
+    assert counts["raw"] >= 2 * 5 and counts["raw"] + counts["descriptor"] == counts["launch"], \
+        counts
     graph = torch.cuda.CUDAGraph()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
