@@ -33,6 +33,8 @@ def test_bench_smoke_runs_every_section(tmp_path):
     assert report["decode"], "no decode rows"
     for row in report["decode"]:
         assert row["policies_agree"] is True, row["name"]
+        if row["kind"] == "bf16":  # the interpreter's generic tables and the measured sm_90's
+            assert set(row["ours"]) == {"generic", "sm_90"}, row["name"]
         assert row["match_rows"] == row["rows"], row["name"]
     # every other input kind runs (the interpreter handles fp8) and is paired with its bf16 row
     other = [row for row in report["decode"] if row["kind"] != "bf16"]

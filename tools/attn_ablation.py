@@ -668,10 +668,11 @@ def main():
                             print(f"   {tag} {label}: not timed ({e})", flush=True)
         samplers = {}
         for k, fn in calls.items():
-            fn()
-            if SMOKE:
-                samplers[k] = lambda n, fn=fn: [common.time_cpu(fn, 1)["median_us"]] * n
+            if SMOKE:  # the code paths only: one call's time stands for every sample
+                once = common.time_cpu(fn, 1, 0)["median_us"]
+                samplers[k] = lambda n, once=once: [once] * n
                 continue
+            fn()
             torch.cuda.synchronize()
             g = common.capture_graph(fn)
             samplers[k] = lambda n, g=g: common.replay_times(g.replay, n, settled=True)
