@@ -230,9 +230,11 @@ def _reference_cases():
     """Every shape × M × x dtype on the GPU. On the interpreter, where M > 1 is the suite's
     most expensive case, M = 5 and M = 17 take one x dtype each per shape (the two differ, and
     alternate between shapes) where the launch costs at most REFERENCE_STEPS program · K
-    steps (not the largest weight: its launches are the others' kernel with larger constexpr K
-    and N), and the full-tile M = 32 runs on the smallest weight only: every shape still meets
-    both dtypes at M 0 and 1; the forced-hardware cases add M = 2, 6, 18 on other rows."""
+    steps, and the full-tile M = 32 runs on the smallest weight only: every shape still meets
+    both dtypes at M 0 and 1. The generic table's launch parameters do not depend on the
+    weight's shape (test_generic_launch_is_the_same_for_every_weight), so a larger weight at
+    M > 1 runs the smallest one's computation with larger constexpr K and N; the
+    forced-hardware cases add M = 2, 6, 18 on other rows."""
     smallest = min(SPEC_SHAPES, key=lambda s: s[0] * s[1])
     cases = []
     for i, shape in enumerate(SPEC_SHAPES):
@@ -245,7 +247,15 @@ def _reference_cases():
     return cases
 
 
-REFERENCE_STEPS = 2500  # programs · K steps of a reference case on the interpreter (~5 s)
+REFERENCE_STEPS = 800  # programs · K steps of a reference case on the interpreter (~3 s)
+
+
+def test_generic_launch_is_the_same_for_every_weight():
+    """What lets the interpreter run M > 1 on the smallest weight alone (_reference_cases)."""
+    for M in range(1, 33):
+        for dtype_name in DTYPES:
+            assert len({frozenset(TABLE.lookup("generic", shape, dtype_name, M).params.items())
+                        for shape in SPEC_SHAPES}) == 1, (M, dtype_name)
 
 
 def _generic_steps(shape, M, dtype_name) -> int:
@@ -603,11 +613,12 @@ FORCED_CASES = [(hw, shape, bucket, ("bf16", "fp32")[i % 2])
 
 def _interpreted_once(cases):
     """Per computation (kernel, x dtype, block parameters), the case the interpreter runs: the
-    cheapest one (fewest program · K steps), unless even that costs more than
-    MAX_INTERPRETED_STEPS (EXPERT_TILE_CASES runs such block parameters on a small shape). The
-    interpreter ignores num_warps / num_stages, so the other cases of a computation are only
-    checked for their launch there (the weight shape and M change loop bounds and masks,
-    which the reference cases cover at every shape)."""
+    cheapest one (fewest program · K steps). Where even that costs more than
+    MAX_INTERPRETED_STEPS, the case is returned in the second set: its computation runs on
+    SMALL_WEIGHT instead (test_forced_launch_on_the_small_weight). The interpreter ignores
+    num_warps / num_stages, so the other cases of a computation are only checked for their
+    launch there (the weight shape and M change loop bounds and masks, which the reference
+    cases cover at every shape)."""
     cheapest = {}
     for hw, shape, bucket, dtype_name in cases:
         M, (K, N) = BUCKET_M[bucket], shape
@@ -621,14 +632,16 @@ def _interpreted_once(cases):
         else:
             cost = -(-M // p["block_m"]) * N // p["block_e"] * K // p["block_k"]
         if computation not in cheapest or cost < cheapest[computation][0]:
-            cheapest[computation] = (cost, (hw, shape, bucket))
-    return {case for cost, case in cheapest.values() if cost <= MAX_INTERPRETED_STEPS}
+            cheapest[computation] = (cost, (hw, shape, bucket, dtype_name))
+    return ({case[:3] for cost, case in cheapest.values() if cost <= MAX_INTERPRETED_STEPS},
+            [case for cost, case in cheapest.values() if cost > MAX_INTERPRETED_STEPS])
 
 
-MAX_INTERPRETED_STEPS = 4096  # programs · K steps (the interpreter runs ~500 a second)
+MAX_INTERPRETED_STEPS = 800  # programs · K steps (the interpreter runs ~300 a second)
+SMALL_WEIGHT = (4096, 8)  # every block parameter of the tables divides its K
 
 
-FORCED_RUN_ON_INTERPRETER = _interpreted_once(FORCED_CASES)
+FORCED_RUN_ON_INTERPRETER, FORCED_ON_SMALL_WEIGHT = _interpreted_once(FORCED_CASES)
 
 
 @pytest.mark.parametrize(
@@ -662,6 +675,28 @@ def test_forced_hardware_launch(hw, shape, bucket, dtype_name, kernel_spy):
         bm, bk, nw = GFX950_TABLE[shape][BUCKETS.index(bucket)]
         assert (kwargs["BLOCK_M"], kwargs["BLOCK_E"], kwargs["BLOCK_K"], kwargs["num_warps"],
                 kwargs["num_stages"]) == (bm, 1, bk, nw, 1)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the GPU runs every forced case at its own shape")
+@pytest.mark.parametrize("hw,shape,bucket,dtype_name", FORCED_ON_SMALL_WEIGHT,
+                         ids=[f"{hw}-{shape_id(s)}-M{b[0]}-{b[1]}-{d}"
+                              for hw, s, b, d in FORCED_ON_SMALL_WEIGHT])
+def test_forced_launch_on_the_small_weight(hw, shape, bucket, dtype_name):
+    """A table row too costly to interpret at its own weight: its launch parameters on
+    SMALL_WEIGHT, against the reference (every logit written, the same top-k)."""
+    row = TABLE.lookup(hw, shape, dtype_name, BUCKET_M[bucket])
+    (K, N), M = SMALL_WEIGHT, BUCKET_M[bucket]
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("small", hw, shape, M))
+    out = torch.full((M, N), float("nan"), device=x.device)
+    launch = launch_router_gemm_splitk if ROUTER_GEMM_KERNELS[row.variant] == "splitk" \
+        else launch_router_gemm
+    launch(x, w, out, **row.params)
+    check_topk(out, check_logits(out, x, w), topk_k(SMALL_WEIGHT))
+
+
+def test_every_forced_computation_is_interpreted():
+    """No table computation is left to the GPU alone (the split above is not vacuous)."""
+    assert FORCED_ON_SMALL_WEIGHT and FORCED_RUN_ON_INTERPRETER
 
 
 def test_default_hardware_is_detected(kernel_spy):
@@ -733,7 +768,7 @@ def test_splitk_tf32x3_bf16_weight(dtype_name):
     (K, N), M = BF16_WEIGHT_SHAPES[0], 5
     x, w = make_inputs(K, N, M, DTYPES[dtype_name], w_dtype=torch.bfloat16,
                        seed=seed_of("splitk-bf16w", dtype_name))
-    params = splitk_params(M, block_n=64, block_k=128, split_k=2, tf32x3=True)
+    params = splitk_params(M, block_n=64, block_k=512, split_k=2, tf32x3=True)
     out = run_splitk(x, w, params)
     ref = check_logits(out, x, w)
     check_topk(out, ref, topk_k((K, N)))

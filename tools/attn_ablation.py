@@ -484,6 +484,34 @@ VARIANTS["timeline"] = [
      " device=\"cuda\")\n\n\ndef tile_rows("),
 ]
 
+PREFETCH_HELPER = '''
+@triton.jit
+def _prefetch_l2(ptrs, wanted):
+    """Requests the 128-byte line at each pointer where ``wanted`` into L2 (no register, no
+    shared memory)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+        "=r,l,r", [ptrs, wanted.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+'''
+# The program's whole share of K and V lines requested into L2 as soon as its pages are known,
+# so that the memory system holds every byte the program will read from its first step (the
+# tile loads then hit L2; the same bits). 128-byte lines of each token's head row.
+VARIANTS["prefetch_l2"] = [
+    ("    last = tl.minimum(first + share, count * TILES)\n",
+     "    last = tl.minimum(first + share, count * TILES)\n"
+     "    mine = usable & (rank * TILES + TILES > first) & (rank * TILES < last)\n"
+     "    tok = tl.arange(0, _BLOCK)\n"
+     "    line0 = kv_ptr + tl.where(mine, pages, 0)[:, None].to(tl.int64) * stride_kp \\\n"
+     "        + head_off + tok[None, :] * stride_kt\n"
+     "    wanted = mine[:, None] & (tok[None, :] >= 0)\n"
+     "    LINE: tl.constexpr = 128 // kv_ptr.dtype.element_ty.primitive_bitwidth * 8\n"
+     "    for d0 in tl.static_range(0, D, LINE):\n"
+     "        _prefetch_l2(line0 + d0 * stride_kd, wanted)\n"
+     "        _prefetch_l2(line0 + d0 * stride_kd + v_off, wanted)\n"),
+    ("\ndef tile_rows(", PREFETCH_HELPER + "\n\ndef tile_rows("),
+]
+
+
 def timeline_summary(records, programs: int) -> dict:
     """µs from the first program's start: starts, the phases' lengths (median / max) and the
     last program to end, from TIMELINE's first ``programs`` records."""
@@ -508,13 +536,13 @@ def timeline_summary(records, programs: int) -> dict:
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("cluster_merge", "timeline")
+NVIDIA_ONLY = ("cluster_merge", "timeline", "prefetch_l2")
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
                   "cluster_merge": dict(merge_kernel=False)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
-           "early_table", "cluster_merge", "scalar_pick")
+           "early_table", "cluster_merge", "scalar_pick", "prefetch_l2")
 
 
 class EmptyGrid:
