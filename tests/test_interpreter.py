@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -15,6 +16,7 @@ TESTS = os.path.join(ROOT, "tests")
 
 SCRIPT = r"""
 import sys
+import pytest
 import torch
 import generated
 from generated import _interpreter
@@ -132,3 +134,112 @@ def _interpreter_unchecked(options):
     finally:
         itp.InterpreterOptions = original
     return builder.options
+
+
+def test_bf16_casts_are_torchs():
+    """Fix 9: bf16 ↔ fp32 ``.to()`` in a kernel gives torch's conversion bit for bit (fp32 →
+    bf16 rounds to nearest even, ties included; NaN, ±inf, subnormals, values past bf16's
+    range), and the bit functions agree with torch on their own."""
+    import numpy as np
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter as itp
+
+    from generated import _interpreter
+
+    g = torch.Generator().manual_seed(9)
+    # random values, every tie (low half 0x8000) and its neighbours, the edges of the formats
+    bits = torch.randint(0, 1 << 32, (4096,), generator=g, dtype=torch.int64)
+    ties = (bits & ~0xFFFF) | torch.tensor([0x7FFF, 0x8000, 0x8001, 0x0000])[
+        torch.arange(4096) % 4]
+    edges = torch.tensor([0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x00800000,
+                          0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F8000, 0x7F800000, 0xFF800000,
+                          0x7FC00000, 0x7F800001, 0xFFFFFFFF, 0x3F808000, 0x3F818000])
+    x = torch.cat([bits, ties, edges]).to(torch.int64)
+    x = torch.where(x >= 1 << 31, x - (1 << 32), x).to(torch.int32).view(torch.float32)
+    want = x.to(torch.bfloat16)
+    got = torch.from_numpy(_interpreter.f32_to_bf16_bits(x.numpy()).view(np.int16))
+    nan = torch.isnan(x)
+    assert torch.equal(got[~nan], want.view(torch.int16)[~nan])
+    assert torch.isnan(got.view(torch.bfloat16)[nan]).all()
+    wide = _interpreter._bf16_bits_to_f32(want.view(torch.int16).numpy().view(np.uint16))
+    assert torch.equal(torch.from_numpy(wide)[~nan], want.float()[~nan])
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    _interpreter._fast_bf16_casts(itp, tl)
+
+    @triton.jit
+    def casts(x_ptr, narrow_ptr, wide_ptr, N: tl.constexpr):
+        offs = tl.arange(0, N)
+        narrow = tl.load(x_ptr + offs).to(tl.bfloat16)
+        tl.store(narrow_ptr + offs, narrow)
+        tl.store(wide_ptr + offs, narrow.to(tl.float32) * 1.0)
+
+    n = 1 << (x.numel() - 1).bit_length()
+    padded = torch.cat([x, torch.zeros(n - x.numel())])
+    narrow = torch.empty(n, dtype=torch.bfloat16)
+    wide = torch.empty(n, dtype=torch.float32)
+    casts[(1,)](padded, narrow, wide, n)
+    keep = ~torch.isnan(padded)
+    assert torch.equal(narrow[keep], padded.to(torch.bfloat16)[keep])
+    assert torch.equal(wide[keep], padded.to(torch.bfloat16).float()[keep])
+    assert torch.isnan(narrow[~keep]).all() and torch.isnan(wide[~keep]).all()
+
+
+def test_remembered_shapes_build_what_triton_builds(monkeypatch):
+    """Fix 10: block types and tensors of a shape seen before get the fields Triton's own
+    constructors give (element type, shape, numel, name); a bad shape still raises however
+    often it is tried; a kernel computes the same bits with and without the fix."""
+    import triton
+    import triton.language as tl
+
+    from generated import _interpreter
+
+    _interpreter._remember_shapes(tl)
+    core = tl.core
+    block_init = core.block_type.__init__.original
+    tensor_init = core.tensor.__init__.original
+
+    def own(cls, init, *args):
+        obj = cls.__new__(cls)
+        init(obj, *args)
+        return obj
+
+    def fields(t):
+        return (str(t.element_ty), list(t.shape), t.numel, t.name)
+
+    for _ in range(2):  # the second round answers from memory
+        for shape in ([16], [4, 32], [core.constexpr(8), 2], [1, 1, 64]):
+            for element in (tl.float32, tl.bfloat16, tl.pointer_type(tl.int32)):
+                made = core.block_type(element, shape)
+                assert fields(made) == fields(own(core.block_type, block_init, element, shape))
+                again = core.block_type(element, made.shape)  # from a made type's shape
+                assert fields(again) == fields(made)
+                for ty in (made, element if not element.is_ptr() else tl.int32):
+                    t, want = core.tensor(None, ty), own(core.tensor, tensor_init, None, ty)
+                    assert (list(t.shape), t.numel.value, t.dtype, t.type) == (
+                        list(want.shape), want.numel.value, want.dtype, want.type)
+        for bad in ([3], [4, 6], []):
+            with pytest.raises((ValueError, TypeError)):
+                core.block_type(tl.float32, bad)
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+
+    @triton.jit
+    def mix(x_ptr, out_ptr, N: tl.constexpr):
+        rows = tl.arange(0, N)
+        x = tl.load(x_ptr + rows[:, None] * N + rows[None, :])
+        y = tl.sum(x * 2.0, axis=1)[:, None] + tl.max(x, axis=0)[None, :]
+        tl.store(out_ptr + rows[:, None] * N + rows[None, :], tl.where(x > 0, y, x))
+
+    x = torch.randn((16, 16), generator=torch.Generator().manual_seed(10))
+    fast, slow = torch.empty_like(x), torch.empty_like(x)
+    mix[(1,)](x, fast, 16)
+    monkeypatch.setattr(core.block_type, "__init__", block_init)
+    monkeypatch.setattr(core.tensor, "__init__", tensor_init)
+    mix[(1,)](x, slow, 16)
+    assert torch.equal(fast, slow)
+    torch.testing.assert_close(fast, torch.where(x > 0, (x * 2).sum(1)[:, None] + x.max(0).values,
+                                                 x))
