@@ -223,6 +223,18 @@ def test_remembered_shapes_build_what_triton_builds(monkeypatch):
         for bad in ([3], [4, 6], []):
             with pytest.raises((ValueError, TypeError)):
                 core.block_type(tl.float32, bad)
+    c = core.constexpr
+    shapes = [core.tuple([16, 4]), core.tuple([c(16), c(4)]), core.tuple([16, c(4)]),
+              core.tuple([4, 16]), core.tuple([16]), core.tuple([])]
+    for a in shapes:
+        for b in shapes + [[16, 4], [c(16), 4], (16, 4), (16,), [], c(16), 16, None]:
+            try:
+                want = bool(core.tuple.__eq__.original(a, b))
+            except Exception as e:  # noqa: BLE001 - then the fix raises the same
+                with pytest.raises(type(e)):
+                    a == b
+                continue
+            assert bool(a == b) is want and bool(a != b) is not want, (a, b)
 
     if os.environ.get("TRITON_INTERPRET") != "1":
         return

@@ -132,10 +132,12 @@ ROW_SET = sys.argv[sys.argv.index("--rows") + 1] if "--rows" in sys.argv else "v
 if ROW_SET not in ROW_SETS:
     sys.exit(f"--rows: one of {', '.join(ROW_SETS)}, got {ROW_SET!r}")
 # the smoke test's split-K launches (the interpreter's table has no split-K row); the interpreter
-# pays per program and per loop step, so the wide shape takes few of each (one step a split)
+# pays per program, per loop step and per element, so the bf16 weight's row (7168, 896) keeps
+# its expert count and its seven splits on a quarter of its hidden size (one step a split)
 SMOKE_SPLITK = {"block_m": 4, "block_n": 64, "block_k": 256, "split_k": 4, "tf32x3": True,
                 "num_warps": 4, "num_stages": 1}
-SMOKE_SPLITK_WIDE = dict(SMOKE_SPLITK, block_n=128, block_k=1024, split_k=7)
+SMOKE_SPLITK_WIDE = dict(SMOKE_SPLITK, block_n=128, block_k=256, split_k=7)
+SMOKE_BF16_WEIGHT = ((1792, 896), (7168, 896))  # (the smoke's shape, the shape it stands for)
 
 
 def rows():
@@ -144,7 +146,7 @@ def rows():
         return ([((4096, 8), m, x, None) for m in (1, 4) for x in ("bf16", "fp32")]
                 + [((4096, 192), 4, x, dict(SMOKE_SPLITK, kernel="splitk"))
                    for x in ("fp32", "bf16")]
-                + [((7168, 896), 4, x, dict(SMOKE_SPLITK_WIDE, kernel="splitk"))
+                + [(SMOKE_BF16_WEIGHT[0], 4, x, dict(SMOKE_SPLITK_WIDE, kernel="splitk"))
                    for x in ("fp32", "bf16")])
     if ROW_SET == "flinear":
         return [((4096, 192), m, x, None) for m, x in ((16, "fp32"), (24, "fp32"), (32, "fp32"),
@@ -183,7 +185,8 @@ def main():
     g = torch.Generator(device=dev).manual_seed(3)
     res, weights = [], {}
     for (K, N), M, x_dtype, forced in rows():
-        w_dtype = base.ROUTER_GEMM_LIMITS[(K, N)][0]
+        w_dtype = base.ROUTER_GEMM_LIMITS[
+            SMOKE_BF16_WEIGHT[1] if (K, N) == SMOKE_BF16_WEIGHT[0] else (K, N)][0]
         if (K, N) not in weights:
             weights.clear()
             weights[(K, N)] = (torch.randn((N, K), generator=g, device=dev) * K ** -0.5).to(w_dtype)
@@ -217,7 +220,8 @@ def main():
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"{label} {params}: " + "  ".join(f"{k} {v:.2f}" for k, v in med.items()),
               flush=True)
-        res.append({"shape": [K, N], "M": M, "x_dtype": x_dtype, "kernel": kernel,
+        res.append({"shape": [K, N], "M": M, "x_dtype": x_dtype,
+                    "w_dtype": str(w_dtype).removeprefix("torch."), "kernel": kernel,
                     "launch": params, "us": med})
         with open(os.path.join(out_dir, "router_ablation.json"), "w") as f:
             json.dump(res, f, indent=1)
