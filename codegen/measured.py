@@ -206,55 +206,51 @@ class _Obj(dict):
     key_lines: dict = {}
 
 
-_WS = re.compile(r"[ \t\n\r]*")
+# Every object's opening brace and every key (a string followed by a colon), outside strings,
+# in document order; a string that is not a key is matched too, to be skipped whole.
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"(?P<key>[ \t\n\r]*:)?|\{')
 
 
 def _located(text: str) -> Any:
-    """Parse valid JSON (checked by json.loads first) keeping line numbers of objects."""
-    newlines = [i for i, c in enumerate(text) if c == "\n"]
-    decoder = json.JSONDecoder()
+    """Parse valid JSON (checked by json.loads first) keeping line numbers of objects: the C
+    parser builds the values, then one walk in document order takes each object's and each
+    key's line from the scan of the text's braces and keys."""
+    newlines = [m.start() for m in re.finditer("\n", text)]
+    # (is a brace, line) of every brace and key, in document order
+    marks = [(m.group("key") is None, bisect.bisect_left(newlines, m.start()) + 1)
+             for m in _TOKENS.finditer(text) if m.group("key") is not None or m.group(0) == "{"]
+    at = 0
 
-    def line(pos: int) -> int:
-        return bisect.bisect_left(newlines, pos) + 1
+    def pairs_hook(pairs):
+        obj = _Obj(pairs)
+        obj.pairs = pairs  # in document order, repeated keys too (read by the walk, then gone)
+        return obj
 
-    def skip(i: int) -> int:
-        return _WS.match(text, i).end()
+    def walk(value) -> None:
+        nonlocal at
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, (list, _Obj)):
+                    walk(item)
+            return
+        brace, value.line = marks[at]
+        assert brace, "JSON scan out of step"
+        at += 1
+        value.key_lines = {}
+        for key, item in value.__dict__.pop("pairs"):
+            brace, key_line = marks[at]
+            assert not brace, "JSON scan out of step"
+            at += 1
+            if key in value.key_lines:
+                raise _Duplicate(key, key_line)
+            value.key_lines[key] = key_line
+            if isinstance(item, (list, _Obj)):
+                walk(item)
 
-    def value(i: int):
-        i = skip(i)
-        if text.startswith("{", i):
-            obj = _Obj()
-            obj.line, obj.key_lines = line(i), {}
-            i = skip(i + 1)
-            if text.startswith("}", i):
-                return obj, i + 1
-            while True:
-                key_line = line(i)
-                key, i = json.decoder.scanstring(text, i + 1)
-                i = skip(skip(i) + 1)  # the ':'
-                if key in obj:
-                    raise _Duplicate(key, key_line)
-                obj[key], i = value(i)
-                obj.key_lines[key] = key_line
-                i = skip(i)
-                if text.startswith("}", i):
-                    return obj, i + 1
-                i = skip(i + 1)  # the ','
-        if text.startswith("[", i):
-            items = []
-            i = skip(i + 1)
-            if text.startswith("]", i):
-                return items, i + 1
-            while True:
-                item, i = value(i)
-                items.append(item)
-                i = skip(i)
-                if text.startswith("]", i):
-                    return items, i + 1
-                i = skip(i + 1)
-        return decoder.raw_decode(text, i)
-
-    return value(0)[0]
+    data = json.loads(text, object_pairs_hook=pairs_hook)
+    if isinstance(data, (list, _Obj)):
+        walk(data)
+    return data
 
 
 class _Duplicate(Exception):
