@@ -196,8 +196,12 @@ def test_remembered_shapes_build_what_triton_builds(monkeypatch):
 
     from generated import _interpreter
 
-    _interpreter._remember_shapes(tl)
     core = tl.core
+    for cls, name in ((core.block_type, "__init__"), (core.tensor, "__init__"),
+                      (core.tuple, "__eq__")):
+        # a process that compiles for a GPU gets Triton's own classes back after the test
+        monkeypatch.setattr(cls, name, getattr(cls, name))
+    _interpreter._remember_shapes(tl)
     block_init = core.block_type.__init__.original
     tensor_init = core.tensor.__init__.original
 
