@@ -1,9 +1,13 @@
 """The benchmark's code paths on the CPU (`tools/bench.py --smoke`: Triton's interpreter, tiny
 shapes, timings meaningless) and the command lines of the device-only exploration tools."""
+import contextlib
+import io
 import json
 import os
+import runpy
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -11,10 +15,43 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(args, timeout=600):
+    """``python3 ARGS`` from the repository root. A tool's --smoke run goes through Triton's
+    interpreter: where this process runs kernels there too, the tool runs here as its own
+    ``__main__`` (the same code, without a Python start and a torch import per run); a
+    process that compiles for a GPU cannot switch to the interpreter, so there, and for every
+    other command line, it runs in a new process."""
+    if "--smoke" in args and args[0].endswith(".py") and \
+            os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return _run_here(args)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = ROOT
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def _run_here(args):
+    """``_run``'s result for a tool run as ``__main__`` in this process: its exit status, its
+    output; the working directory, sys.argv and sys.path as they were afterwards."""
+    path = os.path.join(ROOT, args[0])
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    saved = os.getcwd(), sys.argv, list(sys.path)
+    os.chdir(ROOT)
+    sys.argv = [path, *args[1:]]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            runpy.run_path(path, run_name="__main__")
+        for w in caught:  # the process would have printed them (timing-only variants warn)
+            err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
+    except SystemExit as e:  # as the process would end: a status, or a message and 1
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        if not isinstance(e.code, (int, type(None))):
+            err.write(f"{e.code}\n")
+    finally:
+        os.chdir(saved[0])
+        sys.argv, sys.path[:] = saved[1], saved[2]
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def test_bench_smoke_runs_every_section(tmp_path):
