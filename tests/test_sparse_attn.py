@@ -349,8 +349,9 @@ def test_prefill_rows_match_float64_and_rows_of_no_request_are_zero():
 @pytest.mark.parametrize("G,lanes", [(4, 16), (8, 64), (16, 32)])
 def test_prefill_query_tiles_match_float64(G, lanes):
     """The query-tiled kernel: tiles crossing request boundaries, neighbouring rows sharing
-    blocks, −1 holes, padding rows (zeros) — against float64, and equal to the per-token
-    kernel within the 16-bit rounding of probabilities."""
+    blocks, −1 holes, padding rows (zeros) — against float64, and (one G; the per-token
+    kernel's own tests check it against float64) equal to the per-token kernel within the
+    16-bit rounding of probabilities."""
     g = torch.Generator().manual_seed(G + lanes)
     prefix, qlen = [300, 100, 0], [13, 22, 7]
     seq = [p + n for p, n in zip(prefix, qlen)]
@@ -372,6 +373,8 @@ def test_prefill_query_tiles_match_float64(G, lanes):
     ref = ref_sparse_attn(args[0], args[1], args[2], args[3], pos, Hkv, D ** -0.5)
     check(tiled, ref, (1e-3, 1.7e-2))  # rows here see few keys: larger 16-bit P rounding
     assert bool((tiled[42:] == 0).all())
+    if G != 8:
+        return
     per_token = torch.zeros_like(tiled)
     generated.sparse_attn_prefill(*args, max(qlen), Hkv, D ** -0.5, per_token,
                                   hardware="generic")
