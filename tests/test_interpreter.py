@@ -136,7 +136,7 @@ def _interpreter_unchecked(options):
     return builder.options
 
 
-def test_bf16_casts_are_torchs():
+def test_bf16_casts_are_torchs(monkeypatch):
     """Fix 9: bf16 ↔ fp32 ``.to()`` in a kernel gives torch's conversion bit for bit (fp32 →
     bf16 rounds to nearest even, ties included; NaN, ±inf, subnormals, values past bf16's
     range), and the bit functions agree with torch on their own."""
@@ -147,6 +147,7 @@ def test_bf16_casts_are_torchs():
 
     from generated import _interpreter
 
+    monkeypatch.setattr(_interpreter, "np", np)  # imported by install(), on the interpreter only
     g = torch.Generator().manual_seed(9)
     # random values, every tie (low half 0x8000) and its neighbours, the edges of the formats
     bits = torch.randint(0, 1 << 32, (4096,), generator=g, dtype=torch.int64)
