@@ -9,6 +9,7 @@ JOBS ?= auto
 
 .PHONY: setup regenerate check test test-gpu clean
 
+# --no-compile: Python byte-compiles the modules a run imports, not all of torch at install time
 $(STAMP): requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile -r requirements-dev.txt
