@@ -192,6 +192,7 @@ def test_remembered_shapes_build_what_triton_builds(monkeypatch):
     """Fix 10: block types and tensors of a shape seen before get the fields Triton's own
     constructors give (element type, shape, numel, name); a bad shape still raises however
     often it is tried; a kernel computes the same bits with and without the fix."""
+    import numpy as np
     import triton
     import triton.language as tl
 
@@ -232,7 +233,8 @@ def test_remembered_shapes_build_what_triton_builds(monkeypatch):
     shapes = [core.tuple([16, 4]), core.tuple([c(16), c(4)]), core.tuple([16, c(4)]),
               core.tuple([4, 16]), core.tuple([16]), core.tuple([])]
     for a in shapes:
-        for b in shapes + [[16, 4], [c(16), 4], (16, 4), (16,), [], c(16), 16, None]:
+        for b in shapes + [[16, 4], [c(16), 4], (16, 4), (16,), [], c(16), 16, None,
+                           [np.int64(16), 4], [None], ((16, 4),), [core.tuple([16, 4])]]:
             try:
                 want = bool(core.tuple.__eq__.original(a, b))
             except Exception as e:  # noqa: BLE001 - then the fix raises the same
