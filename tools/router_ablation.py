@@ -134,8 +134,8 @@ if ROW_SET not in ROW_SETS:
 # the smoke test's split-K launches (the interpreter's table has no split-K row); the interpreter
 # pays per program, per loop step and per element, so the bf16 weight's row (7168, 896) keeps
 # its expert count and its seven splits on a quarter of its hidden size (one step a split)
-SMOKE_SPLITK = {"block_m": 4, "block_n": 64, "block_k": 256, "split_k": 4, "tf32x3": True,
-                "num_warps": 4, "num_stages": 1}
+SMOKE_SPLITK = {"block_m": 4, "block_n": 64, "block_k": 512, "split_k": 4, "tf32x3": True,
+                "num_warps": 4, "num_stages": 1}  # (4096, 192): two steps a split
 SMOKE_SPLITK_WIDE = dict(SMOKE_SPLITK, block_n=128, block_k=256, split_k=7)
 SMOKE_BF16_WEIGHT = ((1792, 896), (7168, 896))  # (the smoke's shape, the shape it stands for)
 
