@@ -111,7 +111,7 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
     names = {k.split(" ")[-1] for k in report[0]["us"]}
     assert {"base", "no_merge", "no_atomic", "no_kv", "no_table", "no_pick", "merge_kernel",
             "scratch_pick", "gather_pick", "packed_pick", "scalar_pick",
-            "keys_rows", "warp_splits"} <= names
+            "keys_rows", "warp_splits", "spin_merge", "merge_empty"} <= names
     # the variants that compute the generated kernel's result give its bits (keys_rows and
     # warp_splits: within their bound)
     assert {k.split(" ")[-1] for k in report[0]["same_bits"]} >= {"keys_rows", "warp_splits"}
@@ -121,12 +121,18 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
 def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--table",
                 "--variants", "base", "--launch",
-                "splits=1,head_split=4,num_warps=8;splits=2;splits=2,table_first=True"])
+                "splits=1,head_split=4,num_warps=8;splits=2;splits=2,table_first=True",
+                "--where"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     timed = {k for k in report[0]["us"] if k != "empty kernel"}
-    assert {"s1 w8 st2 hs4 base", "s2 w4 st2 base", "s2 w4 st2 tf base"} <= timed and \
-        len(timed) == 4, timed
+    reads = {k for k in timed if k.startswith("read ")}
+    assert {"s1 w8 st2 hs4 base", "s2 w4 st2 base", "s2 w4 st2 tf base",
+            "table launch, packed pages"} <= timed and len(timed) == 5 + len(reads), timed
+    # --where: each plain read of the listed blocks summed the bytes it stands for
+    assert {"read none in order p1 t32 w8 b1", "read pages random p1 t32 w8 b1",
+            "read list random p1 t32 w8 b1", "read pages random p1 t16 w4 b2"} <= reads
+    assert all(report[0]["same_bits"][k] for k in reads)
 
 
 def test_decode_ablation_smoke_builds_and_times_every_variant(tmp_path):

@@ -11,8 +11,14 @@ it. `cluster_merge` runs a row's splits as one thread-block cluster and merges t
 distributed shared memory (inline PTX; NVIDIA only, left out with --smoke). `keys_rows`
 makes the keys the rows of both products (wgmma on sm_90); its result is checked against the
 kernel's within CLOSE's bound. `timeline` records when each program starts, has its list,
-ends its last step and ends (NVIDIA only). Beside each launch an empty kernel on its grid,
-with and without its dynamic shared memory, times the launch without the work.
+ends its last step and ends (NVIDIA only). `spin_merge` lets each merge program wait for its
+own row's splits (an arrival counter) instead of the whole split kernel; `merge_empty` times
+the merge kernel's launch and wait without its work; `two_per_sm` caps the split programs at
+two per SM. Beside each launch an empty kernel on its grid, with and without its dynamic
+shared memory, times the launch without the work. `--where` also times plain reads of the
+listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
+several program shapes; each checked to sum the bytes it stands for) and the table's launch
+with the listed blocks packed together in the cache.
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
@@ -20,6 +26,7 @@ with and without its dynamic shared memory, times the launch without the work.
         # chosen variants, the rows of several-wave grids, each at its table launch
     python3 tools/attn_ablation.py OUTDIR --rows copy --table   # the copy-rate misses
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base,cluster_merge
+    python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base,split_only --where
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base \
         --launch "splits=1,head_split=4,num_warps=8;splits=2,head_split=2"
         # other launches beside the table's (unset: 4 warps, 2 stages, whole blocks)
@@ -149,6 +156,11 @@ VARIANTS = {
     # the generated kernel with its merge_kernel launch option: a second kernel merges (a
     # correct kernel: compare times)
     "merge_kernel": [],
+    # the merge kernel launched, but storing nothing (its loads then compile away): what the
+    # second launch and its wait cost without the merge's work (timing only)
+    "merge_empty": [("    tl.store(out_ptrs, merged.to(out_ptr.dtype.element_ty), mask=lane_ok[:, None])\n"
+                     "\n\n@triton.jit\ndef _rows_position(",
+                     "\n\n@triton.jit\ndef _rows_position(", 1)],
     # a merge_kernel launch without its second kernel (the split kernel alone: timing only)
     "split_only": [("        if merge is not None:\n            merge(part, output, *merge_rest)\n",
                     "")],
@@ -512,6 +524,148 @@ VARIANTS["prefetch_l2"] = [
 ]
 
 
+# The merge kernel's programs wait for their own row's partials, not for the whole split
+# kernel: each split raises one arrival counter per query head (release) after its partials,
+# and merge program (row, head) polls its counter (an acquiring compare-and-swap that also
+# resets it) instead of the grid dependency wait. Its programs are resident once every split
+# program runs (the launch trigger at the split kernel's start), so a row is merged as soon as
+# its last split arrives, and the split grid's completion leaves the critical path. A correct
+# kernel (the same merge function: compare bits and times).
+VARIANTS["spin_merge"] = [
+    ("                                split_stride, first_slot, lane_ok, offs_d, GP, D, SPLITS)\n",
+     "                                split_stride, first_slot, lane_ok, offs_d, GP, D, SPLITS)\n"
+     "        else:\n"
+     "            # every thread's partial is stored before the release below\n"
+     "            tl.debug_barrier()\n"
+     "            tl.atomic_add(counter_ptr + first_slot, 1, mask=lane_ok, sem=\"release\",\n"
+     "                          scope=\"gpu\")\n", 1),
+    ("def _sparse_attn_merge_kernel(part_ptr, out_ptr,",
+     "def _sparse_attn_merge_kernel(part_ptr, counter_ptr, out_ptr,", 1),
+    ("    if PDL:\n"
+     "        # a programmatic dependent of the split kernel: the partials are read once it has\n"
+     "        # completed\n"
+     "        gdc_wait()\n"
+     "    row = tl.program_id(0)\n",
+     "    row = tl.program_id(0)\n"
+     "    arrival = counter_ptr + row.to(tl.int64) * num_heads + tl.program_id(1)\n"
+     "    seen = tl.atomic_cas(arrival, SPLITS, 0, sem=\"acquire\", scope=\"gpu\")\n"
+     "    while seen != SPLITS:\n"
+     "        seen = tl.atomic_cas(arrival, SPLITS, 0, sem=\"acquire\", scope=\"gpu\")\n", 1),
+    ("    counters = arrival_counters(q.device, T * Hkv * HS) if splits > 1 and not merge_kernel \\\n"
+     "        else None\n",
+     "    counters = arrival_counters(q.device, T * Hq) if merge_kernel else \\\n"
+     "        arrival_counters(q.device, T * Hkv * HS) if splits > 1 else None\n", 1),
+    ("            merge(part, output, *merge_rest)\n",
+     "            merge(part, counters, output, *merge_rest)\n", 1),
+]
+
+
+# At most two split programs per SM: the launch asks for more dynamic shared memory than the
+# kernel uses (a third program's share would not fit in an SM's 228 KiB), so the scheduler
+# cannot stack three programs (216 KiB at 72 KiB each) on some SMs while others hold one. The
+# same kernel (compare bits and times).
+CAP_HELPERS = """
+
+class _CapLaunch(_rt.KernelLaunch):
+    __slots__ = ()
+    SHARED = 96 * 1024
+
+    def __call__(self, *args):
+        if self.compiled is not None:
+            return super().__call__(*args)
+        super().__call__(*args)
+        c = self.compiled
+        warps, ctas, shared = c.packed_metadata
+        if shared < self.SHARED:
+            triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
+                c.function, self.SHARED, 1)
+            c.packed_metadata = (warps, ctas, self.SHARED)
+            self.direct = _rt.direct_launch(c)
+"""
+VARIANTS["two_per_sm"] = [
+    ("    attn = _rt.KernelLaunch(_sparse_attn_kernel, (T * Hkv * HS, splits),",
+     "    attn = _CapLaunch(_sparse_attn_kernel, (T * Hkv * HS, splits),"),
+    ("\ndef tile_rows(", CAP_HELPERS + "\n\ndef tile_rows("),
+]
+
+
+def _gather_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _page_sums(kv_ptr, pages_ptr, heads_ptr, ids_ptr, table_ptr, out_ptr, rows, Q, topk,
+                   stride_p, stride_t, stride_h, v_off, stride_bt,
+                   D: tl.constexpr, TOKENS: tl.constexpr, PARTS: tl.constexpr,
+                   CHAIN: tl.constexpr, BLOCKS: tl.constexpr):
+        # Program (i, part) sums part ``part`` of PARTS of the K and V rows of listed blocks
+        # i·BLOCKS .. i·BLOCKS + BLOCKS − 1 (KV head heads[i]): the bytes a listed block
+        # costs, read by a plain kernel. Its page: CHAIN "none", page i (the listed blocks
+        # packed in order: no dependent load); "pages", pages[i] (one dependent load, as the
+        # table_first attention kernel's); "list", table[request, ids[head, row, entry]] (two,
+        # as the attention kernel's without table_first).
+        part = tl.program_id(1)
+        offs = tl.arange(0, TOKENS)[:, None] * stride_t + tl.arange(0, D)[None, :]
+        acc = tl.zeros((TOKENS, D), tl.float32)
+        SPAN: tl.constexpr = 128 // PARTS
+        for j in tl.static_range(BLOCKS):
+            i = tl.program_id(0) * BLOCKS + j
+            head = tl.load(heads_ptr + i)
+            if CHAIN == "none":
+                page = i
+            elif CHAIN == "pages":
+                page = tl.load(pages_ptr + i)
+            else:
+                row = i // topk % rows
+                b = tl.load(ids_ptr + i)  # (ids contiguous [Hkv, rows, topk], no -1 entries)
+                page = tl.load(table_ptr + (row // Q).to(tl.int64) * stride_bt + b)
+            base = kv_ptr + page.to(tl.int64) * stride_p + head.to(tl.int64) * stride_h
+            for t0 in tl.static_range(0, SPAN, TOKENS):
+                t = part * SPAN + t0
+                acc += tl.load(base + t * stride_t + offs).to(tl.float32)
+                acc += tl.load(base + v_off + t * stride_t + offs).to(tl.float32)
+        tl.store(out_ptr + tl.program_id(0) * PARTS + part, tl.sum(tl.sum(acc, axis=1), axis=0))
+    return _page_sums
+
+
+# (chain, pages, parts, tokens per load, warps, blocks) of the listed reads --where times
+WHERE_READS = (("pages", "random", 1, 32, 8, 1), ("list", "random", 1, 32, 8, 1),
+               ("pages", "in order", 1, 32, 8, 1), ("none", "in order", 1, 32, 8, 1),
+               ("pages", "random", 4, 16, 4, 1), ("pages", "random", 8, 16, 4, 1),
+               ("pages", "random", 4, 16, 2, 1), ("none", "in order", 4, 16, 4, 1),
+               ("pages", "random", 1, 16, 4, 2), ("pages", "random", 1, 32, 4, 2),
+               ("pages", "random", 1, 16, 8, 2), ("list", "random", 4, 16, 4, 1))
+
+
+def listed_pages(ids, table, Q):
+    """(pages, heads) of every listed (KV head, row, entry), flattened in that order."""
+    Hkv, T, topk = ids.shape
+    req = (torch.arange(T, device=ids.device) // Q)[None, :, None].expand(Hkv, T, topk)
+    pages = table[req, ids.long().clamp(min=0)]
+    heads = torch.arange(Hkv, device=ids.device)[:, None, None].expand(Hkv, T, topk)
+    keep = (ids >= 0).flatten()
+    return (pages.flatten()[keep].to(torch.int32).contiguous(),
+            heads.flatten()[keep].to(torch.int32).contiguous())
+
+
+def packed_table(ids, table, Q):
+    """``table`` with each request's listed blocks moved to consecutive pages (request after
+    request, in block order) and its other blocks after all of them: the same lists, their
+    bytes in one compact stretch of the cache instead of spread over all of it."""
+    Hkv, T, topk = ids.shape
+    R, mb = table.shape
+    out = torch.empty_like(table)
+    used = torch.zeros((R, mb), dtype=torch.bool)
+    flat = ids.cpu()
+    for t in range(T):
+        sel = flat[:, t, :].flatten()
+        used[t // Q, sel[sel >= 0].long()] = True
+    order = torch.cat([used.flatten().nonzero().flatten(), (~used).flatten().nonzero().flatten()])
+    out.view(-1)[order.to(table.device)] = torch.arange(R * mb, dtype=table.dtype,
+                                                        device=table.device)
+    return out
+
+
 def timeline_summary(records, programs: int) -> dict:
     """µs from the first program's start: starts, the phases' lengths (median / max) and the
     last program to end, from TIMELINE's first ``programs`` records."""
@@ -536,13 +690,15 @@ def timeline_summary(records, programs: int) -> dict:
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("cluster_merge", "timeline", "prefetch_l2")
+NVIDIA_ONLY = ("cluster_merge", "timeline", "prefetch_l2", "two_per_sm")
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
-                  "cluster_merge": dict(merge_kernel=False)}
+                  "cluster_merge": dict(merge_kernel=False), "spin_merge": dict(merge_kernel=True),
+                  "merge_empty": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
-           "early_table", "cluster_merge", "scalar_pick", "prefetch_l2")
+           "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
+           "two_per_sm")
 
 
 class EmptyGrid:
@@ -659,6 +815,43 @@ def main():
         launches = launches + [x for x in parse_launches(option("--launch"))
                                if x not in launches]
         checks = {}
+        if "--where" in sys.argv:
+            # the same bytes where they lie: a plain kernel reading each listed block's K and
+            # V through a page list (random pages over the whole cache, as the rows'; the same
+            # blocks packed together; pages 0, 1, ... in order), and the table's launch with
+            # the listed blocks packed together
+            gather = _gather_kernel()
+            packed = packed_table(ids, table, Q)
+            kp, kh, kt, _, v_off = base.kv_strides(kv, q.shape[2])
+            ids_c = ids.contiguous()
+            for chain, where, parts, tokens, warps, blocks in WHERE_READS:
+                tab = packed if where == "in order" else table
+                pages, heads = listed_pages(ids, tab, Q)
+                if where == "in order":  # (packed: pages 0, 1, ... of the blocks' bytes)
+                    pages, order = pages.sort()
+                    heads = heads[order].contiguous()
+                sums = torch.empty(pages.numel() // blocks * parts, dtype=torch.float32,
+                                   device=dev)
+                label = f"read {chain} {where} p{parts} t{tokens} w{warps} b{blocks}"
+                calls[label] = (
+                    lambda pages=pages, heads=heads, sums=sums, tab=tab, chain=chain,
+                    parts=parts, tokens=tokens, warps=warps, blocks=blocks:
+                    gather[(pages.numel() // blocks, parts)](
+                        kv, pages, heads, ids_c, tab, sums, ids.shape[1], Q, ids.shape[2],
+                        kp, kt, kh, v_off, tab.stride(0), D=q.shape[2], TOKENS=tokens,
+                        PARTS=parts, CHAIN=chain, BLOCKS=blocks, num_warps=warps))
+                calls[label]()  # it read the bytes it stands for
+                read = torch.arange(pages.numel(), device=dev) if chain == "none" else pages
+                want = kv[read.long(), :, :, heads.long(), :].float().sum(dim=(1, 2, 3))
+                got = sums.view(-1, parts).sum(dim=1)
+                checks[label] = bool(torch.allclose(got, want.view(-1, blocks).sum(dim=1),
+                                                    rtol=1e-3, atol=1e-2))
+            run = base.prepare_sparse_attn(
+                q, kv, ids, packed, lens, out, mode="decode", num_kv_heads=Hkv,
+                sm_scale=case["sm_scale"], scales="none", k_scale=None, v_scale=None,
+                decode_query_len=Q, **launches[0])
+            calls["table launch, packed pages"] = (
+                lambda run=run: run(q, kv, ids, packed, lens, None, None, None, None, out))
         for launch in launches:
             tag = tag_of(launch)
             want = None
@@ -709,7 +902,9 @@ def main():
         # a plain streaming read of the row's KV bytes, timed the same way (bench_attn's floor)
         read = None if SMOKE else common.row_read_us(
             R * Q * ids.shape[2] * Hkv, 128 * 2 * q.shape[2] * 2 // 4)["median_us"]
-        print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}"
+        where = "".join(f"  {k} {v:.2f}" for k, v in med.items()
+                        if k.startswith(("read ", "table launch, packed")))
+        print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}" + where
               + ("" if read is None else f"  plain read {read:.2f}")
               + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
         for launch in launches:
