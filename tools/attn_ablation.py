@@ -706,17 +706,20 @@ class EmptyGrid:
     dynamic shared memory: what the attention's launch costs without its work (with shared
     0, without the shared-memory configuration its programs need either)."""
 
-    def __init__(self, grid, num_warps, shared, dummy):
+    def __init__(self, grid, num_warps, shared, dummy, cluster=1):
         import triton
 
         self.grid, self.dummy = tuple(grid) + (1,) * (3 - len(grid)), dummy
         kernel = common._empty_kernel()
         self.compiled = kernel.warmup(dummy, grid=(1,), num_warps=num_warps)
         self.compiled.run  # loads the binary (compiled.function is None until then)
-        if shared:  # raises the function's dynamic shared memory limit to ``shared``
-            triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
-                self.compiled.function, shared, 1)
-        self.meta = (num_warps, 1, shared)
+        # raises the function's dynamic shared memory limit to ``shared``; how many clusters
+        # of ``cluster`` programs the device holds at once
+        self.max_clusters = triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
+            self.compiled.function, shared, cluster)
+        if cluster > 1:  # clusters along x: Triton's launcher multiplies grid x by them
+            self.grid = (self.grid[0] // cluster, *self.grid[1:])
+        self.meta = (num_warps, cluster, shared)
 
     def __call__(self):
         stream = torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
@@ -879,12 +882,21 @@ def main():
                     # the launch's cost without its work: its grid and warps, with and
                     # without its dynamic shared memory
                     attn = attention_launch(run).compiled
-                    for label, shared in (("empty grid", 0),
-                                          ("empty grid+smem", attn.metadata.shared)):
+                    shapes = [("empty grid", 0, 1), ("empty grid+smem", attn.metadata.shared, 1)]
+                    if "cluster_merge" in mods and launch["splits"] > 1:
+                        # cluster_merge's launch: a row's splits as one cluster, its partial's
+                        # room added to the shared memory
+                        gp = max(16, 1 << (Hq // Hkv - 1).bit_length())
+                        shapes.append(("empty clusters+smem", attn.metadata.shared
+                                       + gp * q.shape[2] * 4 + gp * 4, launch["splits"]))
+                    for label, shared, cluster in shapes:
                         try:
-                            calls[f"{tag} {label}"] = EmptyGrid(
-                                attention_launch(run).grid, attn.metadata.num_warps, shared,
-                                dummy)
+                            gx, gy, gz = attention_launch(run).grid
+                            empty = calls[f"{tag} {label}"] = EmptyGrid(
+                                (gy, gx, gz) if cluster > 1 else (gx, gy, gz),
+                                attn.metadata.num_warps, shared, dummy, cluster)
+                            print(f"   {tag} {label}: at most {empty.max_clusters} clusters "
+                                  f"of {cluster} at once", flush=True)
                         except Exception as e:  # noqa: BLE001 - a study: report, go on
                             print(f"   {tag} {label}: not timed ({e})", flush=True)
         samplers = {}
@@ -909,7 +921,8 @@ def main():
               + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
         for launch in launches:
             tag = tag_of(launch)
-            names = list(variants) + [n for n in ("empty grid", "empty grid+smem")
+            names = list(variants) + [n for n in ("empty grid", "empty grid+smem",
+                                                  "empty clusters+smem")
                                       if f"{tag} {n}" in med]
             print("   " + tag + ": " + "  ".join(f"{n} {med[tag + ' ' + n]:.2f}"
                                                   for n in names), flush=True)
