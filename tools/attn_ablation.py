@@ -666,6 +666,36 @@ def packed_table(ids, table, Q):
     return out
 
 
+# This split's first tile requested into L2 as soon as the ids (and, with table_first, the
+# table row) arrive, before the list is checked and compacted: its entry taken as if every
+# listed id were usable (the usual list), so the tile the first step loads is already on its
+# way while the duplicate check, the masks and the ranks are computed (a miss only costs the
+# prefetched bytes; the same bits).
+VARIANTS["first_prefetch"] = [
+    ("    ids = tl.load(ids_ptr + k_i * stride_ik, mask=k_i < topk, other=-1)\n",
+     "    ids = tl.load(ids_ptr + k_i * stride_ik, mask=k_i < topk, other=-1)\n"
+     "    TILES0: tl.constexpr = _BLOCK // BLOCK_N\n"
+     "    e0 = split * tl.cdiv(topk * TILES0, SPLITS)\n"
+     "    ent0 = e0 // TILES0\n"
+     "    id0 = tl.sum(tl.where(k_i == ent0, ids, 0), axis=0)\n"
+     "    ok0 = row_ok & (ent0 < topk) & (id0 >= 0) & (id0 < table_width)\n"
+     "    if TABLE_HELD > 0:\n"
+     "        page0 = tl.sum(tl.where(held_i == id0, table_row, 0), axis=0)\n"
+     "    else:\n"
+     "        page0 = tl.load(table_row_ptr + id0, mask=ok0, other=-1)\n"
+     "    ok0 = ok0 & (page0 >= 0) & (page0 < num_pages)\n"
+     "    tok0 = (e0 - ent0 * TILES0) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+     "    LINE0: tl.constexpr = 128 // kv_ptr.dtype.element_ty.primitive_bitwidth * 8\n"
+     "    d0 = tl.arange(0, D // LINE0) * LINE0\n"
+     "    line0 = kv_ptr + tl.where(ok0, page0, 0).to(tl.int64) * stride_kp + head_off \\\n"
+     "        + tok0[:, None] * stride_kt + d0[None, :] * stride_kd\n"
+     "    want0 = ok0 & (tok0[:, None] >= 0) & (d0[None, :] >= 0)\n"
+     "    _prefetch_l2(line0, want0)\n"
+     "    _prefetch_l2(line0 + v_off, want0)\n", 1),
+    ("\ndef tile_rows(", PREFETCH_HELPER + "\n\ndef tile_rows("),
+]
+
+
 def timeline_summary(records, programs: int) -> dict:
     """µs from the first program's start: starts, the phases' lengths (median / max) and the
     last program to end, from TIMELINE's first ``programs`` records."""
@@ -690,7 +720,7 @@ def timeline_summary(records, programs: int) -> dict:
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("cluster_merge", "timeline", "prefetch_l2", "two_per_sm")
+NVIDIA_ONLY = ("cluster_merge", "timeline", "prefetch_l2", "two_per_sm", "first_prefetch")
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
                   "cluster_merge": dict(merge_kernel=False), "spin_merge": dict(merge_kernel=True),
@@ -698,7 +728,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
-           "two_per_sm")
+           "two_per_sm", "first_prefetch")
 
 
 class EmptyGrid:
