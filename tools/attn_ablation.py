@@ -14,7 +14,8 @@ kernel's within CLOSE's bound. `timeline` records when each program starts, has 
 ends its last step and ends (NVIDIA only). `spin_merge` lets each merge program wait for its
 own row's splits (an arrival counter) instead of the whole split kernel; `merge_empty` times
 the merge kernel's launch and wait without its work; `two_per_sm` caps the split programs at
-two per SM. Beside each launch an empty kernel on its grid, with and without its dynamic
+two per SM; `first_prefetch` requests each split's first tile into L2 before its list is
+compacted (NVIDIA only, as `two_per_sm`). Beside each launch an empty kernel on its grid, with and without its dynamic
 shared memory, times the launch without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
