@@ -23,7 +23,7 @@ import generated.sparse_attn as gsa  # noqa: E402
 from sm90_code import attention  # noqa: E402
 
 INSTRUCTIONS = ("%globaltimer", "%smid", "barrier.cluster", "mapa.shared::cluster",
-                "ld.shared::cluster")
+                "ld.shared::cluster", "cp.async.bulk.prefetch.L2")
 
 
 def main():

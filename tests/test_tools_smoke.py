@@ -462,6 +462,8 @@ def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_bac
         merge["ld.shared::cluster"] and not merge["%globaltimer"]
     assert timeline["%globaltimer"] >= 4 and timeline["%smid"] and \
         not timeline["barrier.cluster"]
+    assert facts["ptx"]["bulk_prefetch"]["cp.async.bulk.prefetch.L2"] >= 2 and \
+        not merge["cp.async.bulk.prefetch.L2"]
     # µs from the first start; the last program to end and its phases
     assert facts["timeline"] == {
         "programs": 3, "sms": 2, "programs_per_sm": [1, 2], "start_median_max": [0.5, 1.0],

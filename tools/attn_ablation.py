@@ -15,7 +15,8 @@ ends its last step and ends (NVIDIA only). `spin_merge` lets each merge program 
 own row's splits (an arrival counter) instead of the whole split kernel; `merge_empty` times
 the merge kernel's launch and wait without its work; `two_per_sm` caps the split programs at
 two per SM; `first_prefetch` requests each split's first tile into L2 before its list is
-compacted (NVIDIA only, as `two_per_sm`). Beside each launch an empty kernel on its grid, with and without its dynamic
+compacted (NVIDIA only, as `two_per_sm`); `bulk_prefetch` asks for every tile of the split
+at once, one bulk L2 prefetch each (NVIDIA only). Beside each launch an empty kernel on its grid, with and without its dynamic
 shared memory, times the launch without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
@@ -697,6 +698,38 @@ VARIANTS["first_prefetch"] = [
 ]
 
 
+BULK_PREFETCH_HELPER = '''
+@triton.jit
+def _bulk_prefetch_l2(ptr, nbytes):
+    """Asks the tensor memory accelerator to bring ``nbytes`` from ``ptr`` (16-byte aligned, a
+    multiple of 16) into L2: one instruction from the program's first thread, no register or
+    shared memory for the data."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
+        "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [ptr, nbytes], dtype=tl.int32, is_pure=False, pack=1)
+'''
+# Every tile of the split requested into L2 as soon as its pages are known, each as one bulk
+# prefetch by the tensor memory accelerator (K and V of a tile: two instructions from one
+# thread; where a tile's K rows are contiguous, i.e. one KV head, NHD, as in the one-KV-head
+# rows), so the memory system holds the whole split's bytes from the first step without the
+# per-line instructions of `prefetch_l2` (the same bits).
+VARIANTS["bulk_prefetch"] = [
+    ("    last = tl.minimum(first + share, count * TILES)\n",
+     "    last = tl.minimum(first + share, count * TILES)\n"
+     "    if (stride_kt == D) & (stride_kd == 1):\n"
+     "        TILE_BYTES: tl.constexpr = BLOCK_N * D * kv_ptr.dtype.element_ty.primitive_bitwidth // 8\n"
+     "        for u0 in range(first, last):\n"
+     "            entry0 = u0 // TILES\n"
+     "            page0 = tl.sum(tl.where(usable & (rank == entry0), pages, 0), axis=0)\n"
+     "            tile0 = kv_ptr + page0.to(tl.int64) * stride_kp + head_off \\\n"
+     "                + (u0 - entry0 * TILES) * BLOCK_N * stride_kt\n"
+     "            _bulk_prefetch_l2(tile0, TILE_BYTES)\n"
+     "            _bulk_prefetch_l2(tile0 + v_off, TILE_BYTES)\n", 1),
+    ("\ndef tile_rows(", BULK_PREFETCH_HELPER + "\n\ndef tile_rows("),
+]
+
+
 def timeline_summary(records, programs: int) -> dict:
     """µs from the first program's start: starts, the phases' lengths (median / max) and the
     last program to end, from TIMELINE's first ``programs`` records."""
@@ -721,7 +754,8 @@ def timeline_summary(records, programs: int) -> dict:
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("cluster_merge", "timeline", "prefetch_l2", "two_per_sm", "first_prefetch")
+NVIDIA_ONLY = ("cluster_merge", "timeline", "prefetch_l2", "two_per_sm", "first_prefetch",
+               "bulk_prefetch")
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
                   "cluster_merge": dict(merge_kernel=False), "spin_merge": dict(merge_kernel=True),
@@ -729,7 +763,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
-           "two_per_sm", "first_prefetch")
+           "two_per_sm", "first_prefetch", "bulk_prefetch")
 
 
 class EmptyGrid:
