@@ -10,7 +10,7 @@ from . import measured, registry as registry_mod
 from .model import SpecError
 from .policy import Between, describe_point, lookup
 from .render import render_all
-from .writer import FIX_HINT, check, write
+from .writer import FIX_HINT, ForeignDirectory, check, write
 
 # generated/ of the checkout; None when codegen is installed (never write into site-packages).
 DEFAULT_OUT = os.path.join(registry_mod.ROOT, "generated") if registry_mod.IN_CHECKOUT else None
@@ -39,20 +39,28 @@ def _require_paths(args) -> None:
 def cmd_regenerate(args) -> int:
     reg = _load(args)
     files = render_all(reg)
+    # the checkout's own package as generated/, any other directory as given
+    shown = "generated" if DEFAULT_OUT and os.path.abspath(args.out) == DEFAULT_OUT \
+        else args.out.rstrip("/\\") or "/"
     if args.check:
-        problems = check(args.out, files)
+        problems = check(args.out, files, shown)
         if problems:
             sys.stdout.write("".join(problems))
             print(f"\n{len(problems)} generated file(s) differ from the specs.\n{FIX_HINT}",
                   file=sys.stderr)
             return 1
-        print(f"generated/ is up to date ({len(files)} files).")
+        print(f"{shown}/ is up to date ({len(files)} files).")
         return 0
-    result = write(args.out, files)
+    try:
+        result = write(args.out, files)
+    except ForeignDirectory as e:
+        raise CliError(f"codegen regenerate: --out {e}") from None
     for rel in result["written"]:
-        print(f"wrote   generated/{rel}")
+        print(f"wrote   {shown}/{rel}")
     for rel in result["deleted"]:
-        print(f"deleted generated/{rel}")
+        print(f"deleted {shown}/{rel}")
+    for rel in result["kept"]:
+        print(f"kept    {shown}/{rel} (not generated: remove it by hand if it is stale)")
     print(f"{len(files)} files, {len(result['written'])} written, "
           f"{len(result['deleted'])} deleted.")
     return 0
@@ -276,7 +284,10 @@ def main(argv=None) -> int:
 
     p = sub.add_parser("regenerate", help="write generated/ from the specs",
                        description="Render every spec into generated/: rewrites only files whose "
-                                   "content changed and deletes files no spec produces.")
+                                   "content changed and deletes the files an earlier run "
+                                   "generated that no spec produces now (other files are "
+                                   "kept; a directory with files and no MANIFEST.json is "
+                                   "refused).")
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 with a unified diff if generated/ is stale, "
                         "hand-edited, missing a file or holding an extra one")

@@ -236,7 +236,6 @@ def render_all(reg: Registry) -> dict[str, str]:
     files[init.path] = render(init, env)
     manifest = {
         "generator": f"codegen {__version__}",
-        "jinja2": jinja2.__version__,
         "regenerate": REGENERATE,
         "files": {p: sha256(t) for p, t in sorted(files.items())},
     }

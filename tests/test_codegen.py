@@ -84,19 +84,45 @@ def test_check_fails_on_missing_and_extra_files(copy_of_generated, capsys):
     (copy_of_generated / "stray.py").write_text("x = 1\n")
     code, out, err = _check(copy_of_generated, capsys)
     assert code == 1
-    assert "missing: generated/DISPATCH.md" in out
-    assert "extra: generated/stray.py" in out
+    assert f"missing: {copy_of_generated}/DISPATCH.md" in out
+    assert f"extra: {copy_of_generated}/stray.py" in out
 
 
-def test_write_rewrites_only_changed_files_and_deletes_orphans(tmp_path, files):
+def test_write_rewrites_only_changed_files_and_deletes_what_it_generated_before(tmp_path, files):
     out = tmp_path / "gen"
-    first = writer.write(str(out), files)
-    assert sorted(first["written"]) == sorted(files)
-    (out / "orphan.py").write_text("# no spec makes me\n")
-    stamp = {p: os.stat(out / p).st_mtime_ns for p in files}
+    # an earlier run generated old.py too (its manifest lists it)
+    manifest = json.loads(files["MANIFEST.json"])
+    manifest["files"]["old.py"] = "0" * 64
+    before = {**files, "old.py": "# an earlier spec made me\n",
+              "MANIFEST.json": json.dumps(manifest)}
+    first = writer.write(str(out), before)
+    assert sorted(first["written"]) == sorted(before)
+    (out / "mine.py").write_text("# the user's, not generated\n")
+    stamp = {p: os.stat(out / p).st_mtime_ns for p in files if p != "MANIFEST.json"}
     again = writer.write(str(out), files)
-    assert again == {"written": [], "deleted": ["orphan.py"]}
-    assert stamp == {p: os.stat(out / p).st_mtime_ns for p in files}
+    assert again == {"written": ["MANIFEST.json"], "deleted": ["old.py"], "kept": ["mine.py"]}
+    assert stamp == {p: os.stat(out / p).st_mtime_ns for p in stamp}
+    assert (out / "mine.py").read_text() == "# the user's, not generated\n"
+    assert writer.write(str(out), files) == {"written": [], "deleted": [], "kept": ["mine.py"]}
+
+
+def test_regenerate_refuses_a_directory_it_did_not_write(tmp_path, capsys):
+    out = tmp_path / "notes"
+    (out / "sub").mkdir(parents=True)
+    (out / "notes.txt").write_text("keep me\n")
+    (out / "sub" / "important.py").write_text("x = 1\n")
+    with pytest.raises(writer.ForeignDirectory, match="notes.txt"):
+        writer.write(str(out), {"a.py": "a\n", "MANIFEST.json": "{}\n"})
+    assert cli.main(["regenerate", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "MANIFEST.json" in err, err
+    assert sorted(writer.existing_files(str(out))) == ["notes.txt", "sub/important.py"]
+    # an empty or new directory is fine, and messages name it, not generated/
+    fresh = tmp_path / "fresh"
+    assert cli.main(["regenerate", "--out", str(fresh)]) == 0
+    assert f"wrote   {fresh}/MANIFEST.json" in capsys.readouterr().out
+    assert cli.main(["regenerate", "--check", "--out", str(fresh)]) == 0
+    assert f"{fresh}/ is up to date" in capsys.readouterr().out
 
 
 def test_output_is_identical_under_different_hash_seeds(tmp_path):
