@@ -563,6 +563,16 @@ def test_dispatch_miss_is_a_clear_error():
     table = generated.dispatch.Table("toy", ("n",), (generated.dispatch.Range(1, 9),), ())
     with pytest.raises(LookupError, match="no row for n=3.*codegen regenerate"):
         table.lookup(3)
+    # a point by axis names: a missing, an unknown or a misspelt axis is a KeyError naming it
+    router = generated.dispatch.ROUTER_GEMM
+    names = dict(zip(router.axes, ("sm_90", (6144, 128), "bf16", 1)))
+    assert router.point(**names) == ("sm_90", (6144, 128), "bf16", 1)
+    with pytest.raises(KeyError, match="no value for shape, x_dtype, num_tokens"):
+        router.point(hardware="sm_90")
+    with pytest.raises(KeyError, match="no axis 'tokens'; no value for num_tokens"):
+        router.point(**{k: v for k, v in names.items() if k != "num_tokens"}, tokens=1)
+    with pytest.raises(KeyError, match="no axis 'extra'"):
+        router.point(**names, extra=0)
 
 
 # ---------------------------------------------------------------------------------------------
