@@ -218,9 +218,19 @@ def declared_exports(text: str) -> tuple:
     return ()
 
 
+def exported_on_first_use(text: str) -> bool:
+    """Whether a generated module sets ``_EXPORT_ON_FIRST_USE = True``: the package imports it
+    when one of its names is first used, not at the package's import."""
+    return any(isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "_EXPORT_ON_FIRST_USE" for t in node.targets)
+        and ast.literal_eval(node.value) is True for node in ast.parse(text).body)
+
+
 def package_init(reg: Registry, files: dict) -> Artifact:
-    """generated/__init__.py: re-exports what each module declares in ``__all__``."""
-    exports = [{"module": path[:-3].replace("/", "."), "names": list(names)}
+    """generated/__init__.py: re-exports what each module declares in ``__all__``, at import
+    or (``_EXPORT_ON_FIRST_USE``) on first use."""
+    exports = [{"module": path[:-3].replace("/", "."), "names": list(names),
+                "on_first_use": exported_on_first_use(text)}
                for path, text in sorted(files.items())
                if path.endswith(".py") and (names := declared_exports(text))]
     return Artifact(path="__init__.py", template="__init__.py.j2",

@@ -146,6 +146,25 @@ def test_generated_package_verifies_and_imports_on_cpu():
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr
 
 
+def test_warmup_is_exported_on_first_use_and_precompile_runs_without_a_warning():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    code = ("import sys, generated\n"
+            "assert 'generated.precompile' not in sys.modules\n"
+            "from generated import *\n"
+            "import generated.precompile as p\n"
+            "assert warmup is p.warmup is generated.warmup\n"
+            "try:\n    generated.no_such_name\nexcept AttributeError as e:\n    print(e)\n")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "has no attribute 'no_such_name'" in result.stdout
+    # runpy warns when the package imported the module it is asked to run
+    result = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m",
+                             "generated.precompile", "--help"], env=env, capture_output=True,
+                            text=True)
+    assert result.returncode == 0 and "--quick" in result.stdout, result.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # Spec errors: each names the file, line, spec, field and rule
 
