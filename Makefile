@@ -29,7 +29,7 @@ test: $(STAMP)
 	PYTHONHASHSEED=4242 $(BIN)/codegen regenerate --check
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal tests
 
-# On a machine with a GPU (the H200 via the device tool: tools/gpu_check.sh).
+# On a machine with a GPU (on an H200, tools/gpu_check.sh runs these and the benchmark).
 test-gpu:
 	python3 -m pytest -q -m gpu tests
 

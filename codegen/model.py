@@ -331,10 +331,6 @@ class Variant:
         if dup:
             fail(self, "params", f"parameter(s) declared twice: {', '.join(dup)}")
 
-    @property
-    def qualname(self) -> str:
-        return f"{self.family}.{self.name}"
-
     def constant(self, key: str):
         return dict(self.constants)[key]
 

@@ -34,9 +34,6 @@ class Registry:
     family_specs: dict  # family -> tuple of family spec objects (as written in specs/)
     extras: dict  # family -> extra render data returned by the family's expand()
 
-    def hardware_names(self) -> tuple:
-        return tuple(self.hardware)
-
 
 def _import_dir(spec_dir: str):
     """Import ``spec_dir`` as a package under a private name; yield its submodules in name order."""

@@ -78,9 +78,6 @@ def _template_source(name: str) -> str:
         return f.read()
 
 
-COMMENT = {".py": "# ", ".md": "", ".json": None}
-
-
 def header(artifact: Artifact, inputs_hash: str) -> str:
     ext = os.path.splitext(artifact.path)[1]
     lines = [

@@ -237,6 +237,24 @@ def test_python_version_agrees_with_every_dev_pin():
         pytest.skip("no dev pin is installed at its pinned version")
 
 
+def test_dev_pins_and_readme_lie_inside_the_declared_ranges():
+    """Each runtime dependency's pin is a version its range allows, and the README states
+    torch's and triton's ranges as pyproject does."""
+    pins = _dev_pins()
+    ranges = {Requirement(r).name: Requirement(r).specifier for r in PROJECT["dependencies"]}
+    for name, spec in ranges.items():
+        assert name in pins and spec.contains(pins[name]), (name, str(spec), pins.get(name))
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    for name in ("torch", "triton"):
+        lo = [s.version for s in ranges[name] if s.operator == ">="][0]
+        hi = [s.version for s in ranges[name] if s.operator == "<"][0]
+        major, minor = map(int, hi.split(".")[:2])
+        newest = f"{major}.{minor - 1}"
+        stated = f"{name} {lo}" if lo == newest else f"{name} {lo}–{newest}"
+        assert stated in readme, f"README should say '{stated}' (pyproject: {ranges[name]})"
+
+
 def test_dev_pins_hold_the_build_backend_the_editable_install_uses():
     """`make` installs the project with --no-build-isolation: the pinned environment must hold
     a build backend that pyproject's build-system accepts."""

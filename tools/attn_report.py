@@ -51,7 +51,7 @@ def table(paths) -> str:
             worst = min(_share(r) for r in got)
             shares += 1
             shares_ok += worst >= targets.ATTN_FLOOR_SHARE
-            share = f"{100 * worst:.0f} %"
+            share = f"{100 * worst:.1f} %"
         step = got[0].get("step")
         step = "–" if not step else (f"{step['step']:.1f} ({step['indexer']:.1f} + "
                                      f"{step['attention']:.1f})")

@@ -63,7 +63,7 @@ def _interpreter_active() -> bool:
 
 
 def say(*parts) -> None:
-    """One progress line, flushed at once (the device tool only shows the tail)."""
+    """One progress line, flushed at once (a remote run may show only the output's tail)."""
     print(*parts, flush=True)
 
 

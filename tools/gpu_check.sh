@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one command to run on the H200 (repository root, $OUT set by the device tool):
+# The one command to run on the H200 (repository root; results under $OUT, default out/):
 #
 #   bash tools/gpu_check.sh             # GPU tests, then the benchmark
 #   bash tools/gpu_check.sh verify      # GPU tests + quick bench (the first call of a session)
@@ -31,7 +31,7 @@ mkdir -p "$OUT"
 MODE=${1:-all}
 PY=${PYTHON:-python3}
 case "$MODE" in all|tune|bench-only|verify|prefill|attn) ;;
-  *) echo "usage: $0 [verify|bench-only|prefill|attn|tune router|tune decode|tune prefill]"
+  *) echo "usage: $0 [verify|bench-only|prefill|attn|tune router|tune decode|tune prefill|tune attention]"
      exit 2;; esac
 SECTION=
 if [ "$MODE" = tune ]; then

@@ -33,7 +33,6 @@ from codegen.policy import lookup
 SPLIT, BALANCED, SELECTOR = "index_score_split", "index_score_balanced", "index_topk_fused"
 P_SCORE, P_TOPK, P_ONE, P_STREAM = ("index_prefill_score", "index_prefill_topk", "index_prefill",
                                     "index_prefill_stream")
-PREFILL_TABLES = (P_SCORE, P_TOPK, P_ONE)
 A_SPLIT, A_TILED = "sparse_attn_split", "sparse_attn_tiled"
 ATTN_TABLES = {"decode": "sparse_attn_decode", "prefill": "sparse_attn_prefill"}
 # Decode attention points of at most this many programs are also timed inside
