@@ -16,7 +16,8 @@ own row's splits (an arrival counter) instead of the whole split kernel; `merge_
 the merge kernel's launch and wait without its work; `two_per_sm` caps the split programs at
 two per SM; `first_prefetch` requests each split's first tile into L2 before its list is
 compacted (NVIDIA only, as `two_per_sm`); `bulk_prefetch` asks for every tile of the split
-at once, one bulk L2 prefetch each (NVIDIA only). Beside each launch an empty kernel on its grid, with and without its dynamic
+at once, one bulk L2 prefetch each (NVIDIA only); `three_per_sm` caps them at three per SM,
+`*_split_only` without the merge kernel. Beside each launch an empty kernel on its grid, with and without its dynamic
 shared memory, times the launch without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
@@ -589,6 +590,16 @@ VARIANTS["two_per_sm"] = [
      "    attn = _CapLaunch(_sparse_attn_kernel, (T * Hkv * HS, splits),"),
     ("\ndef tile_rows(", CAP_HELPERS + "\n\ndef tile_rows("),
 ]
+# Programs beyond the resident ones start as others end: with more splits than two per SM
+# hold (16 splits: 512 programs at 16/1 R32, 264 resident), a program that ends early is
+# followed by the next on its SM, so the stream balances itself across SMs (the hardware's
+# queue), while each split keeps its fixed share of the list (the same bits). Three per SM
+# (72 KiB each) the same with fewer waves; `_split_only`: without the merge kernel.
+VARIANTS["three_per_sm"] = [VARIANTS["two_per_sm"][0],
+                            ("\ndef tile_rows(", CAP_HELPERS.replace("96 * 1024", "72 * 1024")
+                             + "\n\ndef tile_rows(")]
+VARIANTS["two_per_sm_split_only"] = VARIANTS["two_per_sm"] + VARIANTS["split_only"]
+VARIANTS["three_per_sm_split_only"] = VARIANTS["three_per_sm"] + VARIANTS["split_only"]
 
 
 def _gather_kernel():
@@ -755,15 +766,18 @@ def timeline_summary(records, programs: int) -> dict:
 CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2}
 # variants the interpreter cannot run (inline PTX)
 NVIDIA_ONLY = ("cluster_merge", "timeline", "prefetch_l2", "two_per_sm", "first_prefetch",
-               "bulk_prefetch")
+               "bulk_prefetch", "three_per_sm", "two_per_sm_split_only",
+               "three_per_sm_split_only")
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
+                  "two_per_sm_split_only": dict(merge_kernel=True),
+                  "three_per_sm_split_only": dict(merge_kernel=True),
                   "cluster_merge": dict(merge_kernel=False), "spin_merge": dict(merge_kernel=True),
                   "merge_empty": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
-           "two_per_sm", "first_prefetch", "bulk_prefetch")
+           "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
 
 
 class EmptyGrid:
