@@ -10,7 +10,7 @@ from . import measured, registry as registry_mod
 from .model import SpecError
 from .policy import Between, describe_point, lookup
 from .render import render_all
-from .writer import FIX_HINT, ForeignDirectory, check, write
+from .writer import ForeignDirectory, check, fix_hint, write
 
 # generated/ of the checkout; None when codegen is installed (never write into site-packages).
 DEFAULT_OUT = os.path.join(registry_mod.ROOT, "generated") if registry_mod.IN_CHECKOUT else None
@@ -39,20 +39,23 @@ def _require_paths(args) -> None:
 def cmd_regenerate(args) -> int:
     reg = _load(args)
     files = render_all(reg)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise CliError(f"codegen regenerate: --out {args.out} is not a directory")
     # the checkout's own package as generated/, any other directory as given
-    shown = "generated" if DEFAULT_OUT and os.path.abspath(args.out) == DEFAULT_OUT \
-        else args.out.rstrip("/\\") or "/"
+    own = bool(DEFAULT_OUT) and os.path.abspath(args.out) == DEFAULT_OUT
+    shown = "generated" if own else args.out.rstrip("/\\") or ""
     if args.check:
         problems = check(args.out, files, shown)
         if problems:
             sys.stdout.write("".join(problems))
-            print(f"\n{len(problems)} generated file(s) differ from the specs.\n{FIX_HINT}",
-                  file=sys.stderr)
+            command = "codegen regenerate" if own else f"codegen regenerate --out {args.out}"
+            print(f"\n{len(problems)} generated file(s) differ from the specs.\n"
+                  f"{fix_hint(shown, command)}", file=sys.stderr)
             return 1
         print(f"{shown}/ is up to date ({len(files)} files).")
         return 0
     try:
-        result = write(args.out, files)
+        result = write(args.out, files, own=own)
     except ForeignDirectory as e:
         raise CliError(f"codegen regenerate: --out {e}") from None
     for rel in result["written"]:

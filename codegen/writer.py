@@ -8,13 +8,19 @@ import json
 import os
 import tempfile
 
-from .render import REGENERATE
-
-FIX_HINT = (f"generated/ is stale: specs or templates changed → run `{REGENERATE}`; "
-            "if you edited generated/ by hand, move the change into specs/ or a template.")
+from .render import HEADER_MARK, REGENERATE, sha256
 
 IGNORED_DIRS = {"__pycache__"}
 MANIFEST = "MANIFEST.json"
+
+
+def fix_hint(shown: str = "generated", command: str = REGENERATE) -> str:
+    """What to do about a stale ``shown``/ (``command`` regenerates it)."""
+    return (f"{shown}/ is stale: specs or templates changed → run `{command}`; if you edited "
+            f"{shown}/ by hand, move the change into specs/ or a template.")
+
+
+FIX_HINT = fix_hint()
 
 
 class ForeignDirectory(Exception):
@@ -39,54 +45,73 @@ def _read(path: str) -> str | None:
     try:
         with open(path, encoding="utf-8", newline="") as f:
             return f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
-def _generated_before(out_dir: str) -> set[str]:
-    """The files out_dir's manifest says an earlier run generated (the manifest included).
-    Raises ForeignDirectory where out_dir holds files but no readable manifest."""
-    present = existing_files(out_dir)
-    if not present:
-        return set()
+def _manifest(out_dir: str) -> dict | None:
+    """path -> sha256 from out_dir's MANIFEST.json where codegen wrote it, else None."""
     try:
         with open(os.path.join(out_dir, MANIFEST), encoding="utf-8") as f:
-            listed = json.load(f)["files"]
-        return {MANIFEST, *listed}
-    except (OSError, ValueError, KeyError, TypeError):
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(manifest, dict) and str(manifest.get("generator", "")).startswith(
+        "codegen ") and isinstance(manifest.get("files"), dict)
+    return manifest["files"] if ok else None
+
+
+def _generated(path: str, digest: str | None) -> bool:
+    """Whether the file at ``path`` is one codegen wrote: its content has the digest an
+    earlier manifest recorded, or it opens with the do-not-edit header."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return sha256(data) == digest or HEADER_MARK.encode() in data[:200]
+
+
+def write(out_dir: str, files: dict[str, str], own: bool = False) -> dict[str, list[str]]:
+    """Bring out_dir to ``files``: write those that differ, delete the others codegen wrote
+    (recorded in the previous manifest with the same content, or carrying the generated
+    header), keep the rest; the manifest last, so an interrupted run leaves the previous one.
+    Returns {"written": [...], "deleted": [...], "kept": [...]}. Where out_dir holds files and
+    no manifest codegen wrote, raises ForeignDirectory (nothing written) unless ``own`` (the
+    checkout's own generated/, whose manifest may be mid-merge)."""
+    present = existing_files(out_dir)
+    before = _manifest(out_dir)
+    if present and before is None and not own:
         raise ForeignDirectory(
-            f"{out_dir} holds {len(present)} file(s) (e.g. {present[0]}) and no readable "
-            f"{MANIFEST}: not a generated package; pass an empty directory or one codegen "
-            "wrote") from None
-
-
-def write(out_dir: str, files: dict[str, str]) -> dict[str, list[str]]:
-    """Bring out_dir to ``files``: write those that differ, delete those the previous run
-    generated (its manifest) that ``files`` no longer has; other files are left alone.
-    Returns {"written": [...], "deleted": [...], "kept": [...]} (kept: files no run generated,
-    left in place); raises ForeignDirectory (nothing written) where out_dir holds files and no
-    manifest."""
+            f"{out_dir} holds {len(present)} file(s) (e.g. {present[0]}) and no {MANIFEST} "
+            "written by codegen: pass an empty directory or one codegen wrote")
     written, deleted, kept = [], [], []
-    before = _generated_before(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    for rel, text in sorted(files.items()):
+
+    def put(rel: str, text: str) -> None:
         dest = os.path.join(out_dir, rel)
         if _read(dest) == text:
-            continue
+            return
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".tmp-")
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
         os.replace(tmp, dest)
         written.append(rel)
-    for rel in existing_files(out_dir):
-        if rel in files:
+
+    for rel, text in sorted(files.items()):
+        if rel != MANIFEST:
+            put(rel, text)
+    for old in present:
+        if old in files:
             continue
-        if rel in before:
-            os.remove(os.path.join(out_dir, rel))
-            deleted.append(rel)
+        if _generated(os.path.join(out_dir, old), (before or {}).get(old)):
+            os.remove(os.path.join(out_dir, old))
+            deleted.append(old)
         else:
-            kept.append(rel)
+            kept.append(old)
+    if MANIFEST in files:  # last: it describes the finished directory
+        put(MANIFEST, files[MANIFEST])
     return {"written": written, "deleted": deleted, "kept": kept}
 
 

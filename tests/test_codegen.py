@@ -76,7 +76,8 @@ def test_check_fails_on_a_hand_edit_with_a_diff(copy_of_generated, capsys):
     code, out, err = _check(copy_of_generated, capsys)
     assert code == 1
     assert "-MAX_TOKENS = 64" in out and "+MAX_TOKENS = 32" in out
-    assert "run `codegen regenerate`" in err and "move the change into specs/" in err
+    assert f"run `codegen regenerate --out {copy_of_generated}`" in err and \
+        "move the change into specs/" in err
 
 
 def test_check_fails_on_missing_and_extra_files(copy_of_generated, capsys):
@@ -90,39 +91,77 @@ def test_check_fails_on_missing_and_extra_files(copy_of_generated, capsys):
 
 def test_write_rewrites_only_changed_files_and_deletes_what_it_generated_before(tmp_path, files):
     out = tmp_path / "gen"
-    # an earlier run generated old.py too (its manifest lists it)
+    # an earlier run generated old.py and edited.py too (its manifest lists them)
+    old_text, edited_text = "# an earlier spec made me\n", "# so did it\n"
     manifest = json.loads(files["MANIFEST.json"])
-    manifest["files"]["old.py"] = "0" * 64
-    before = {**files, "old.py": "# an earlier spec made me\n",
+    manifest["files"].update({"old.py": render.sha256(old_text),
+                              "edited.py": render.sha256(edited_text)})
+    before = {**files, "old.py": old_text, "edited.py": edited_text,
               "MANIFEST.json": json.dumps(manifest)}
     first = writer.write(str(out), before)
     assert sorted(first["written"]) == sorted(before)
+    assert first["written"][-1] == "MANIFEST.json"  # last: an interrupted run keeps the old one
     (out / "mine.py").write_text("# the user's, not generated\n")
+    (out / "edited.py").write_text("# edited by hand since\n")
+    (out / "copy.py").write_text(files["dispatch.py"])  # carries the generated header
     stamp = {p: os.stat(out / p).st_mtime_ns for p in files if p != "MANIFEST.json"}
     again = writer.write(str(out), files)
-    assert again == {"written": ["MANIFEST.json"], "deleted": ["old.py"], "kept": ["mine.py"]}
+    assert again == {"written": ["MANIFEST.json"], "deleted": ["copy.py", "old.py"],
+                     "kept": ["edited.py", "mine.py"]}
     assert stamp == {p: os.stat(out / p).st_mtime_ns for p in stamp}
     assert (out / "mine.py").read_text() == "# the user's, not generated\n"
-    assert writer.write(str(out), files) == {"written": [], "deleted": [], "kept": ["mine.py"]}
+    assert writer.write(str(out), files) == {"written": [], "deleted": [],
+                                             "kept": ["edited.py", "mine.py"]}
 
 
-def test_regenerate_refuses_a_directory_it_did_not_write(tmp_path, capsys):
+@pytest.mark.parametrize("manifest", [None, "not json", '{"files": {"keep.txt": 1}}',
+                                      '{"generator": "codegen 0.1.0", "files": "ab"}'])
+def test_regenerate_refuses_a_directory_it_did_not_write(tmp_path, capsys, manifest):
     out = tmp_path / "notes"
     (out / "sub").mkdir(parents=True)
-    (out / "notes.txt").write_text("keep me\n")
+    for name in ("notes.txt", "keep.txt", "a", "b"):
+        (out / name).write_text("keep me\n")
     (out / "sub" / "important.py").write_text("x = 1\n")
-    with pytest.raises(writer.ForeignDirectory, match="notes.txt"):
+    if manifest is not None:
+        (out / "MANIFEST.json").write_text(manifest)
+    have = {p: (out / p).read_bytes() for p in writer.existing_files(str(out))}
+    with pytest.raises(writer.ForeignDirectory, match="MANIFEST.json written by codegen"):
         writer.write(str(out), {"a.py": "a\n", "MANIFEST.json": "{}\n"})
     assert cli.main(["regenerate", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--out" in err and "MANIFEST.json" in err, err
-    assert sorted(writer.existing_files(str(out))) == ["notes.txt", "sub/important.py"]
-    # an empty or new directory is fine, and messages name it, not generated/
+    assert have == {p: (out / p).read_bytes() for p in writer.existing_files(str(out))}
+
+
+def test_regenerate_names_the_directory_it_was_given(tmp_path, capsys):
     fresh = tmp_path / "fresh"
     assert cli.main(["regenerate", "--out", str(fresh)]) == 0
     assert f"wrote   {fresh}/MANIFEST.json" in capsys.readouterr().out
     assert cli.main(["regenerate", "--check", "--out", str(fresh)]) == 0
     assert f"{fresh}/ is up to date" in capsys.readouterr().out
+    (fresh / "DISPATCH.md").unlink()
+    assert cli.main(["regenerate", "--check", "--out", str(fresh)]) == 1
+    err = capsys.readouterr().err
+    assert f"run `codegen regenerate --out {fresh}`" in err and "generated/" not in err, err
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x\n")
+    for extra in ([], ["--check"]):
+        assert cli.main(["regenerate", *extra, "--out", str(a_file)]) == 2
+        assert "is not a directory" in capsys.readouterr().err
+
+
+def test_the_checkout_package_is_repaired_even_with_a_broken_manifest(tmp_path, files):
+    """The checkout's own generated/ (``own``): a manifest mid-merge is no reason to refuse;
+    files with the generated header go, others stay."""
+    out = tmp_path / "gen"
+    writer.write(str(out), files)
+    (out / "MANIFEST.json").write_text("<<<<<<< HEAD\n" + files["MANIFEST.json"])
+    (out / "stale.py").write_text(files["dispatch.py"])
+    (out / "notes.txt").write_text("mine\n")
+    with pytest.raises(writer.ForeignDirectory):
+        writer.write(str(out), files)
+    assert writer.write(str(out), files, own=True) == {
+        "written": ["MANIFEST.json"], "deleted": ["stale.py"], "kept": ["notes.txt"]}
 
 
 def test_output_is_identical_under_different_hash_seeds(tmp_path):
@@ -150,10 +189,12 @@ def test_warmup_is_exported_on_first_use_and_precompile_runs_without_a_warning()
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = ROOT
     code = ("import sys, generated\n"
+            "assert 'warmup' in dir(generated)\n"
             "assert 'generated.precompile' not in sys.modules\n"
             "from generated import *\n"
             "import generated.precompile as p\n"
             "assert warmup is p.warmup is generated.warmup\n"
+            "assert 'warmup' in dir(generated)\n"
             "try:\n    generated.no_such_name\nexcept AttributeError as e:\n    print(e)\n")
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
