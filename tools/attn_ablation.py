@@ -10,7 +10,8 @@ only); those in CORRECT compute the kernel's result, and the study checks their 
 it. `cluster_merge` runs a row's splits as one thread-block cluster and merges them through
 distributed shared memory (inline PTX; NVIDIA only, left out with --smoke). `keys_rows`
 makes the keys the rows of both products (wgmma on sm_90); its result is checked against the
-kernel's within CLOSE's bound. `timeline` records when each program starts, has its list,
+kernel's within CLOSE's bound, as is `wgmma`'s (the query lanes padded to 64: warpgroup
+products). `timeline` records when each program starts, has its list,
 ends its last step and ends (NVIDIA only). `spin_merge` lets each merge program wait for its
 own row's splits (an arrival counter) instead of the whole split kernel; `merge_empty` times
 the merge kernel's launch and wait without its work; `two_per_sm` caps the split programs at
@@ -370,6 +371,13 @@ VARIANTS["keys_rows"] = [
      "SCALES, DOT, TMA)\n    seen = l_i > 0.0\n"
      "    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
 ]
+# The G query lanes padded to 64 instead of 16: both products become warpgroup products
+# (wgmma on sm_90: K and V straight from the shared-memory tiles, P from registers, no
+# ldmatrix and no layout change of P through shared memory), at four times the softmax
+# arithmetic (the padding lanes compute too). The kernel's result with the products added in
+# another order (checked within CLOSE).
+VARIANTS["wgmma"] = [("MIN_DOT_ROWS = 16", "MIN_DOT_ROWS = 64")]
+VARIANTS["wgmma_split_only"] = VARIANTS["wgmma"] + VARIANTS["split_only"]
 # Each warp its own share of a step's keys with its own running softmax (a batched product:
 # the warps are the batch axis, so a step's row max, row sum and P·V operand stay inside one
 # warp: no barrier per step), the warps' partials combined once after the loop. Computes the
@@ -763,7 +771,7 @@ def timeline_summary(records, programs: int) -> dict:
 
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
-CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2}
+CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # variants the interpreter cannot run (inline PTX)
 NVIDIA_ONLY = ("cluster_merge", "timeline", "prefetch_l2", "two_per_sm", "first_prefetch",
                "bulk_prefetch", "three_per_sm", "two_per_sm_split_only",
@@ -773,7 +781,8 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "two_per_sm_split_only": dict(merge_kernel=True),
                   "three_per_sm_split_only": dict(merge_kernel=True),
                   "cluster_merge": dict(merge_kernel=False), "spin_merge": dict(merge_kernel=True),
-                  "merge_empty": dict(merge_kernel=True)}
+                  "merge_empty": dict(merge_kernel=True),
+                  "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
