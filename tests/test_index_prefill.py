@@ -404,3 +404,24 @@ def test_positions_past_int32_see_the_whole_capacity():
                                             init_blocks=0, local_blocks=1)
                for d in (got, want)]
         assert torch.equal(ids[0], ids[1]) and bool((ids[0][:, :5] >= 0).any())
+
+
+@pytest.mark.parametrize("cu", [[0, 4, 2, 2], [0, 4, 2, 4]])
+def test_a_decreasing_cu_seqlens_q_takes_each_row_for_one_request_or_none(cu):
+    """Where cu_seqlens_q decreases, a row is request r's (r = the requests that end at or
+    before it) only where r's range holds it, in the scorer, the selector and the streaming
+    kernel alike: [0, 4, 2, 2] puts rows 2 and 3 in request 0's range but counts them into
+    request 2's empty one, [0, 4, 2, 4] puts them in two ranges; either way they are no
+    request's, and every id equals the call with cu [0, 2, 2, 2] (rows 2, 3 past cu[R])."""
+    inp = make_inputs([0, 300, 600], [4, 0, 0], seed=40)
+    want_cu = torch.tensor([0, 2, 2, 2], dtype=torch.int32, device=DEVICE)
+    got_cu = torch.tensor(cu, dtype=torch.int32, device=DEVICE)
+    for launch in (TWO, stream(16)):
+        outs = []
+        for cu_t in (want_cu, got_cu):
+            out = torch.full((1, 4, 4), -7, dtype=torch.int32, device=DEVICE)
+            pi.index_prefill_with_launch(launch, **{**inp, "cu_seqlens_q": cu_t}, topk=4,
+                                         init_blocks=0, local_blocks=1, out=out)
+            outs.append(out)
+        assert torch.equal(outs[0], outs[1]), (launch, outs)
+        assert bool((outs[1][:, 2:] == -7).all()) and bool((outs[1][:, :2] >= -1).all())

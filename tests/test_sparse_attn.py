@@ -1114,3 +1114,158 @@ def test_decode_step_buffers_sharing_memory_are_refused_by_name():
                                  completion_counter=torch.zeros_like(buf[:, :8]))
     with pytest.raises(ValueError, match="^topk_out: shares memory with completion_counter"):
         generated.sparse_decode_step(*args, topk_out=ids_out, completion_counter=buf[:, :8])
+
+
+PREFILL_LAUNCHES = ({"splits": 1, "num_warps": 4, "num_stages": 2},
+                    {"splits": 2, "num_warps": 4, "num_stages": 2, "merge_kernel": True},
+                    {"variant": "sparse_attn_tiled", "lanes": 16, "num_warps": 4,
+                     "num_stages": 2})
+
+
+@pytest.mark.parametrize("cu", [[0, 4, 2, 2], [0, 4, 2, 4]])
+def test_a_decreasing_cu_seqlens_q_takes_each_row_for_one_request_or_none(cu):
+    """Where cu_seqlens_q decreases, a row is request r's (r = the requests that end at or
+    before it) only where r's range holds it, as in the prefill indexer: rows 2 and 3 are no
+    request's here (zeros), in every prefill kernel; the output equals the call with cu
+    [0, 2, 2, 2]."""
+    g = torch.Generator().manual_seed(41)
+    W, Hkv, G, D, topk, T, R = 3, 1, 4, 64, 3, 4, 3
+    kv = make_cache(R * W + 1, Hkv, D, "5d", torch.bfloat16, g).to(DEVICE)
+    table = torch.randperm(R * W + 1, generator=g)[:R * W].view(R, W).int().to(DEVICE)
+    ids = torch.randint(0, W, (Hkv, T, topk), generator=g).int().to(DEVICE)
+    q = torch.randn((T, Hkv * G, D), generator=g).bfloat16().to(DEVICE)
+    pre = torch.tensor([200, 100, 50], dtype=torch.int32, device=DEVICE)
+    lens = pre + 4
+    for launch in PREFILL_LAUNCHES:
+        outs = []
+        for cu_rows in ([0, 2, 2, 2], cu):
+            out = torch.full_like(q, float("nan"))
+            cu_t = torch.tensor(cu_rows, dtype=torch.int32, device=DEVICE)
+            sa.sparse_attn_with_launch(launch, "prefill", q, kv, ids, table, cu_t, lens, pre, T,
+                                       Hkv, 0.125, out)
+            outs.append(out)
+        assert torch.equal(outs[0], outs[1]), launch
+        assert bool((outs[1][2:] == 0).all()) and bool((outs[1][:2] != 0).any()), launch
+
+
+@pytest.mark.filterwarnings("ignore:All-NaN slice")  # (the interpreter's max of a NaN row)
+def test_nan_scores_give_nan_rows_in_every_kernel():
+    """A NaN in q (so in its head's scores) makes that row and head NaN, as the float64
+    reference does, not zeros (only a row with no visible key is zeros); the other heads and
+    rows are the call without it, bit for bit: one split, splits merged by the last split or
+    by the merge kernel, and the prefill kernels."""
+    case, _ = decode_case([300, 200], Q=1, Hkv=1, G=4, seed=42)
+    bad_q = case["q"].clone()
+    bad_q[0, 1, 3] = float("nan")
+    launches = [dict(splits=s, num_warps=4, num_stages=2, merge_kernel=m)
+                for s, m in ((1, False), (4, False), (4, True))]
+    for launch in launches:
+        outs = []
+        for q in (case["q"], bad_q):
+            out = torch.zeros(q.shape, dtype=torch.bfloat16, device=DEVICE)
+            sa.sparse_attn_with_launch(launch, "decode", **dict(case, q=q), output=out)
+            outs.append(out)
+        assert bool(outs[1][0, 1].isnan().all()), launch
+        keep = torch.ones(outs[0].shape[:2], dtype=torch.bool, device=DEVICE)
+        keep[0, 1] = False
+        assert torch.equal(outs[0][keep], outs[1][keep]), launch
+    cu = torch.tensor([0, 1, 2], dtype=torch.int32, device=DEVICE)
+    pre = case["seq_lens"] - 1
+    for launch in PREFILL_LAUNCHES:
+        out = torch.zeros(bad_q.shape, dtype=torch.bfloat16, device=DEVICE)
+        sa.sparse_attn_with_launch(launch, "prefill", bad_q, case["kv"], case["topk_idx"],
+                                   case["block_table"], cu, case["seq_lens"], pre, 1, 1, 0.125,
+                                   out)
+        assert bool(out[0, 1].isnan().all()) and not bool(out[1].isnan().any()), launch
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 1e39, -1e39])
+def test_sm_scale_outside_fp32_is_refused_by_name(bad):
+    """The kernels take sm_scale as fp32: NaN, infinities and values past fp32's range would
+    turn every score into NaN or ±inf; each entry refuses them naming sm_scale."""
+    case, _ = decode_case([200, 10], Q=1, Hkv=1, G=4, seed=43)
+    out = torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE)
+    with pytest.raises(ValueError, match="^sm_scale: "):
+        generated.sparse_attn_decode(**dict(case, sm_scale=bad), output=out)
+    cu = torch.tensor([0, 1, 2], dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="^sm_scale: "):
+        generated.sparse_attn_prefill(case["q"], case["kv"], case["topk_idx"],
+                                      case["block_table"], cu, case["seq_lens"],
+                                      case["seq_lens"] - 1, 1, 1, bad, out)
+    args, _, _ = _small_step_args(43)
+    with pytest.raises(ValueError, match="^sm_scale: "):
+        generated.sparse_decode_step(*args[:14], bad, *args[15:])
+
+
+def test_an_output_sharing_memory_with_an_input_is_refused_by_name():
+    """The output's memory meets no input's (programs would read what others wrote), in both
+    entries, on a new plan and on a cached one; the same output elsewhere is served."""
+    case, _ = decode_case([300, 140], Q=1, Hkv=1, G=4, seed=44)
+    T, Hq, D = case["q"].shape
+    out = torch.zeros((T, Hq, D), dtype=torch.bfloat16, device=DEVICE)
+    want = generated.sparse_attn_decode(**case, output=out).clone()
+    # an int32 input in the output's memory: seq_lens, then the block table
+    buf = torch.zeros(T * Hq * D, dtype=torch.bfloat16, device=DEVICE)
+    lens_in = buf.view(torch.int32)[:2]
+    lens_in.copy_(case["seq_lens"])
+    table_in = buf.view(torch.int32)[8:8 + case["block_table"].numel()]
+    table_in.copy_(case["block_table"].flatten())
+    for name, value in (("seq_lens", lens_in),
+                        ("block_table", table_in.view(case["block_table"].shape)),
+                        ("q", None), ("kv", None)):
+        output = buf.view(T, Hq, D)
+        if name == "q":
+            value = output
+            value.copy_(case["q"])
+        elif name == "kv":
+            output = case["kv"].view(-1)[:T * Hq * D].view(T, Hq, D)
+            value = case["kv"]
+        with pytest.raises(ValueError, match=f"^output: shares memory with {name}"):
+            generated.sparse_attn_decode(**dict(case, **{name: value}), output=output)
+    cu_in = buf.view(torch.int32)[:3]
+    cu_in.copy_(torch.tensor([0, 1, 2], dtype=torch.int32, device=DEVICE))
+    with pytest.raises(ValueError, match="^output: shares memory with cu_seqlens_q"):
+        generated.sparse_attn_prefill(case["q"], case["kv"], case["topk_idx"],
+                                      case["block_table"], cu_in, case["seq_lens"],
+                                      case["seq_lens"] - 1, 1, 1, 0.125, buf.view(T, Hq, D))
+    # the cached plan checks each call's addresses
+    assert torch.equal(generated.sparse_attn_decode(**case, output=out), want)
+    with pytest.raises(ValueError, match="^output: shares memory with topk_idx"):
+        generated.sparse_attn_decode(**dict(case, topk_idx=out.view(-1).view(torch.int32)[
+            :case["topk_idx"].numel()].view(case["topk_idx"].shape)), output=out)
+
+
+def test_decode_step_output_sharing_memory_with_an_input_is_refused_by_name():
+    """sparse_decode_step's output meets none of its int32 inputs (§13.1), nor q, kv or the
+    indexer's inputs; errors about the indexer's table name index_block_table and a topk out
+    of range names topk."""
+    args, rows, topk = _small_step_args(45)
+    out = args[15]
+    for pos, name in ((6, "seq_lens"), (5, "block_table"), (2, "index_block_table")):
+        bad = list(args)
+        inside = out.view(-1).view(torch.int32)[:args[pos].numel()]
+        inside.copy_(args[pos].flatten())
+        bad[pos] = inside.view(args[pos].shape)
+        if pos == 5:  # (the indexer's table stays elsewhere, and the other way round)
+            bad[2] = args[2].clone()
+        with pytest.raises(ValueError, match=f"^output: shares memory with {name}"):
+            generated.sparse_decode_step(*bad)
+    for bad_table, match in ((args[2].long(), "^index_block_table: "),
+                             (args[2][:, :1], "^index_block_table: ")):
+        with pytest.raises(ValueError, match=match):
+            generated.sparse_decode_step(*args[:2], bad_table, *args[3:])
+    with pytest.raises(ValueError, match="^topk: "):
+        generated.sparse_decode_step(*args[:8], sk.MAX_TOPK + 1, *args[9:])
+
+
+def test_a_one_element_scale_of_any_rank_is_a_scalar():
+    """k_scale / v_scale of one element are scalars whatever their rank (§15: 0-d or one
+    element): [1, 1] gives the 0-d scale's bits."""
+    case, _ = decode_case([300, 130], Q=1, Hkv=1, G=4, kv_dtype=FP8["e4m3"], seed=46)
+    outs = []
+    for shape in ((), (1,), (1, 1)):
+        k = torch.full(shape, 0.5, dtype=torch.float32, device=DEVICE)
+        v = torch.full(shape, 2.0, dtype=torch.float32, device=DEVICE)
+        out = torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE)
+        outs.append(generated.sparse_attn_decode(**case, output=out, k_scale=k, v_scale=v))
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
