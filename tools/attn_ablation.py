@@ -56,7 +56,10 @@ from tune.measure import interleave  # noqa: E402
 
 # name -> [(old text, new text)] applied to generated/sparse_attn.py
 # the end of the split kernel's loop over its tiles (its last call's arguments)
-LOOP_END = "            sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA)\n    seen = l_i > 0.0\n"
+# (the kernel's test for a row that saw a key)
+SEEN = ("    # l = 0 only where no key was visible; a NaN score leaves l NaN, which propagates\n"
+        "    seen = l_i != 0.0\n")
+LOOP_END = "            sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA)\n" + SEEN
 VARIANTS = {
     "base": [],
     # the last arrival does not merge (the output is wrong: timing only)
@@ -237,8 +240,8 @@ CLUSTER_PARTIALS = """\
                 w = tl.exp2((_ld_cluster(lse_addr, sp) - top) * _LOG2E)
                 merged += _ld_cluster(o_addr, sp) * w[:, None]
                 total += w
-            merged = merged / tl.where(total > 0.0, total, 1.0)[:, None]
-            merged = tl.where((total > 0.0)[:, None], merged, 0.0)
+            merged = merged / tl.where(total != 0.0, total, 1.0)[:, None]
+            merged = tl.where((total != 0.0)[:, None], merged, 0.0)
             tl.store(out_ptrs, merged.to(out_ptr.dtype.element_ty), mask=lane_ok[:, None])
         # the peers' shared memory must outlive split 0's reads
         _cluster_sync()
@@ -367,9 +370,9 @@ VARIANTS["keys_rows"] = [
      "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    return _fold_scores"),
     ("    acc = tl.zeros([GP, D], tl.float32)\n    ids_ptr",
      "    acc = tl.zeros([D, GP], tl.float32)\n    q = tl.trans(q)\n    ids_ptr"),
-    ("SCALES, DOT, TMA)\n    seen = l_i > 0.0\n    o = acc / tl.where(seen, l_i, 1.0)[:, None]\n",
-     "SCALES, DOT, TMA)\n    seen = l_i > 0.0\n"
-     "    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
+    ("SCALES, DOT, TMA)\n" + SEEN + "    o = acc / tl.where(seen, l_i, 1.0)[:, None]\n",
+     "SCALES, DOT, TMA)\n" + SEEN
+     + "    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
 ]
 # The G query lanes padded to 64 instead of 16: both products become warpgroup products
 # (wgmma on sm_90: K and V straight from the shared-memory tiles, P from registers, no
@@ -446,8 +449,7 @@ VARIANTS["warp_splits"] = [
      "    w = tl.exp2((m_i - tl.where(m_all == float(\"-inf\"), 0.0, m_all)[None, :]) * _LOG2E)\n"
      "    l_i = tl.sum(l_i * w, axis=0)\n"
      "    acc = tl.sum(acc * w[:, :, None], axis=0)\n"
-     "    m_i = m_all\n"
-     "    seen = l_i > 0.0\n"),
+     "    m_i = m_all\n" + SEEN),
 ]
 # A timeline of each program (timing only beside that: the kernel's result): the global
 # timer (ns) at its start, once its list is compacted (ids and page ids loaded), after its
@@ -490,8 +492,7 @@ VARIANTS["timeline"] = [
     ("    count = tl.sum(usable.to(tl.int32), axis=0)\n",
      "    count = tl.sum(usable.to(tl.int32), axis=0)\n    t_listed = _now_after(count)\n"),
     (LOOP_END,
-     LOOP_END.replace("    seen = l_i > 0.0\n",
-                      "    t_looped = _now_after_f(l_i)\n    seen = l_i > 0.0\n")),
+     LOOP_END.replace(SEEN, "    t_looped = _now_after_f(l_i)\n" + SEEN)),
     ("                                split_stride, first_slot, lane_ok, offs_d, GP, D, SPLITS)\n"
      "\n\n@triton.jit\ndef _merged_partials(",
      "                                split_stride, first_slot, lane_ok, offs_d, GP, D, SPLITS)\n"
