@@ -38,6 +38,7 @@ with the listed blocks packed together in the cache.
 import importlib.util
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -831,7 +832,9 @@ def build(name, edits):
         src = src.replace(old, new, *edit[2:])
     path = os.path.join(tempfile.mkdtemp(), f"sparse_attn_{name}.py")
     with open(path, "w") as f:
-        f.write(src.replace("from . import _runtime as _rt", "from generated import _runtime as _rt"))
+        # (outside the package: its relative imports made absolute)
+        f.write(re.sub(r"^from \.(\w*) import", lambda m: "from generated"
+                       + (f".{m.group(1)}" if m.group(1) else "") + " import", src, flags=re.M))
     spec = importlib.util.spec_from_file_location(f"ablation_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
