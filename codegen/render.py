@@ -17,7 +17,8 @@ import jinja2
 from . import __version__, families
 from .policy import Between, FlatRule, Policy
 from .registry import Registry, hardware_aliases
-from .capabilities import PDL_CAPABILITY, TF32_CAPABILITY, TMA_CAPABILITY
+from .capabilities import (FP8_CVT_CAPABILITY, PDL_CAPABILITY, TF32_CAPABILITY,
+                           TMA_CAPABILITY)
 from .lower import TORCH_DTYPES, literal
 from .targets import source as target_naming_source
 
@@ -194,6 +195,7 @@ def artifacts(reg: Registry) -> list[Artifact]:
                                  "pdl_capability": literal(PDL_CAPABILITY),
                                  "tf32_capability": literal(TF32_CAPABILITY),
                                  "tma_capability": literal(TMA_CAPABILITY),
+                                 "fp8_cvt_capability": literal(FP8_CVT_CAPABILITY),
                                  "device_target": target_naming_source().rstrip("\n"),
                                  "dtypes": [{"key": k, "torch": t} for k, t in
                                             TORCH_DTYPES.items()]}))

@@ -210,6 +210,52 @@ def test_fp8_kv_with_each_scale_mode(fp8, scales):
     check(run_decode(case, torch.float32, **kw), ref)  # fp32 output: the kernel's error alone
 
 
+@pytest.mark.parametrize("q_dtype,mode,size", [
+    (torch.float16, "per_token", 3e5), (torch.float16, "scalar", 3e5),
+    (torch.bfloat16, "per_token", 3e5), (torch.float16, "per_token", 1e-6)])
+def test_fp8_v_scales_far_from_one_stay_in_range(q_dtype, mode, size):
+    """fp16 probabilities times a V scale far above one (beyond fp16's range together) or far
+    below it (below its subnormals) neither overflow nor vanish: the output, divided by the
+    scale's size, is within the bounds of the float64 one (per-token scales vary 3× within a
+    page)."""
+    case, pos = decode_case([270, 129], Q=1, Hkv=2, G=8, kv_dtype=torch.float8_e4m3fn,
+                            q_dtype=q_dtype, seed=13)
+    slots = case["kv"].shape[0] * BLOCK
+    g = torch.Generator().manual_seed(2)
+    if mode == "scalar":
+        v_scale = torch.tensor([size], device=DEVICE)
+    else:
+        v_scale = ((torch.rand((2, slots), generator=g) * 2 + 0.5) * size).to(DEVICE)
+    kw = dict(k_scale=torch.ones_like(v_scale), v_scale=v_scale)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"], **kw)
+    out = run_decode(case, torch.float32, **kw)
+    assert bool(torch.isfinite(out).all())
+    check(out / size, ref / size)
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_bf16_query_lanes_of_any_size_over_fp8_keys(kv_dtype):
+    """A bf16 query over an fp8 cache is taken into fp16 per lane by a power of two: heads far
+    beyond fp16's range (2^30: their softmax is one key's) or far below it (2^-30) score as the
+    float64 reference does, in both kernels."""
+    case, pos = decode_case([270, 129], Q=1, Hkv=2, G=8, kv_dtype=kv_dtype, seed=17)
+    sizes = torch.tensor([2.0 ** 30, 2.0 ** -30, 1.0, 3.0] * 4, device=DEVICE)
+    case["q"] = (case["q"].float() * sizes[None, :, None]).bfloat16()
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"])
+    check(run_decode(case, torch.float32), ref)
+    # the same rows as prefill rows of the query-tiled kernel
+    T = case["q"].shape[0]
+    out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
+    sa.sparse_attn_with_launch(
+        dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2), "prefill",
+        case["q"], case["kv"], case["topk_idx"], case["block_table"],
+        torch.arange(T + 1, dtype=torch.int32, device=DEVICE), case["seq_lens"],
+        case["seq_lens"] - 1, 1, 2, case["sm_scale"], out)
+    check(out, ref)
+
+
 @pytest.mark.parametrize("kv_tile,splits", [(64, 1), (64, 4), (32, 8), (32, 32)])
 def test_smaller_kv_tiles_match_float64(kv_tile, splits):
     """A block walked in tiles of 64 or 32 keys (the splits sharing the tiles): positions
@@ -1022,6 +1068,44 @@ def test_gpu_prefill_both_variants_full_size(Hkv, G):
         sa.sparse_attn_with_launch(launch, "prefill", q, kv, ids, table, cu, lens, pre, chunk,
                                    Hkv, D ** -0.5, out)
         check(out[rows], ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_dtype,mode", [(torch.float8_e4m3fn, "none"),
+                                           (torch.float8_e4m3fn, "per_token"),
+                                           (torch.float8_e5m2, "scalar")])
+def test_gpu_fp8_decode_and_prefill_full_size(kv_dtype, mode):
+    """fp8 caches at MiniMax-M3 sizes (bf16 q, fp16 products, V widened by the pair
+    conversion) against float64: the dispatched launch, several split and tma launches and
+    the query-tiled prefill kernel over the same rows."""
+    case, pos = decode_case([32768 - 17 * r for r in range(8)], Q=1, Hkv=2, G=16, D=128,
+                            topk=16, kv_dtype=kv_dtype, seed=5)
+    g = torch.Generator().manual_seed(6)
+    slots = case["kv"].shape[0] * BLOCK
+    kw = {}
+    if mode == "scalar":
+        kw = dict(k_scale=torch.tensor([0.8], device="cuda"),
+                  v_scale=torch.tensor([1.7], device="cuda"))
+    elif mode == "per_token":
+        kw = dict(k_scale=(torch.rand((2, slots), generator=g) + 0.5).cuda(),
+                  v_scale=(torch.rand((2, slots), generator=g) + 0.5).cuda())
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
+                          2, case["sm_scale"], **kw)
+    check(run_decode(case, **kw), ref)
+    for launch in (dict(splits=1, num_warps=4, num_stages=3, tma=True),
+                   dict(splits=4, num_warps=8, num_stages=2),
+                   dict(splits=8, kv_tile=64, num_warps=4, num_stages=3, merge_kernel=True,
+                        tma=True, table_first=True)):
+        out = torch.full(case["q"].shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        check(sa.sparse_attn_with_launch(launch, "decode", **case, output=out, **kw), ref)
+    T = case["q"].shape[0]
+    out = torch.full(case["q"].shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    sa.sparse_attn_with_launch(
+        dict(variant="sparse_attn_tiled", lanes=64, num_warps=8, num_stages=2), "prefill",
+        case["q"], case["kv"], case["topk_idx"], case["block_table"],
+        torch.arange(T + 1, dtype=torch.int32, device="cuda"), case["seq_lens"],
+        case["seq_lens"] - 1, 1, 2, case["sm_scale"], out, **kw)
+    check(out, ref)
 
 
 def test_topk_wider_than_the_indexer_selects_is_refused_by_name():

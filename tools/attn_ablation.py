@@ -60,7 +60,7 @@ from tune.measure import interleave  # noqa: E402
 # (the kernel's test for a row that saw a key)
 SEEN = ("    # l = 0 only where no key was visible; a NaN score leaves l NaN, which propagates\n"
         "    seen = l_i != 0.0\n")
-LOOP_END = "            sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA)\n" + SEEN
+LOOP_END = "            sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX)\n" + SEEN
 VARIANTS = {
     "base": [],
     # the last arrival does not merge (the output is wrong: timing only)
@@ -71,7 +71,7 @@ VARIANTS = {
     # no K/V memory traffic (zeros of the tile's shape instead of the cache)
     "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
                "    k = tl.zeros_like(kv_offs).to(q.dtype)\n", 1),
-              ("    v = tl.load(base + v_off + kv_offs).to(q.dtype)\n",
+              ("    v = tl.load(base + v_off + kv_offs)\n",
                "    v = tl.zeros_like(kv_offs).to(q.dtype)\n", 1)],
     # one grid axis with the splits fastest (a row's splits start together; a correct
     # kernel: compare times). −0.24 to +1.07 µs against base on 2026-12-01 (GPU-83c98272)
@@ -343,8 +343,8 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
 @triton.jit
 def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr,
                  scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
-                 DOT: tl.constexpr, TMA: tl.constexpr):
-    # s [keys, lanes], acc [D, lanes]
+                 DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr):
+    # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range)
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = tl.exp2((m_i - shift) * _LOG2E)
@@ -371,8 +371,8 @@ VARIANTS["keys_rows"] = [
      "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    return _fold_scores"),
     ("    acc = tl.zeros([GP, D], tl.float32)\n    ids_ptr",
      "    acc = tl.zeros([D, GP], tl.float32)\n    q = tl.trans(q)\n    ids_ptr"),
-    ("SCALES, DOT, TMA)\n" + SEEN + "    o = acc / tl.where(seen, l_i, 1.0)[:, None]\n",
-     "SCALES, DOT, TMA)\n" + SEEN
+    ("SCALES, DOT, TMA, FP8_PTX)\n" + SEEN + "    o = acc / tl.where(seen, l_i, 1.0)[:, None]\n",
+     "SCALES, DOT, TMA, FP8_PTX)\n" + SEEN
      + "    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
 ]
 # The G query lanes padded to 64 instead of 16: both products become warpgroup products

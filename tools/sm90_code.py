@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (tools/common.py)
 
 # the dispatch tables' dtype names -> Triton pointer types
-POINTER = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32", "fp8e4m3": "*fp8e4nv"}
+POINTER = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32", "fp8e4m3": "*fp8e4nv",
+           "fp8e5m2": "*fp8e5"}
 
 
 def compile_kernel(kernel, pointer_types: dict, constexprs: dict, *, aligned=True,
@@ -128,7 +129,9 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
               merge_kernel=False, q="bf16", cache="bf16", topk=16, tma=False,
               table_first=False):
     """The sparse-attention split kernel (decode) at one launch, on a contiguous
-    [pages, 2, 128, Hkv, D] cache, its head lanes padded as the launcher pads them; ``tma``:
+    [pages, 2, 128, Hkv, D] cache of ``cache``'s type (the products taken as the launcher
+    takes them on an H200: `sparse_attn.products`), its head lanes padded as the launcher
+    pads them; ``tma``:
     its tiles through a tensor descriptor of the cache (`kv_tma_layout`); ``table_first``: the
     row's table read before the ids (256 entries: a 32k context's)."""
     from generated import sparse_attn
@@ -136,6 +139,8 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
     gh = group // min(head_split, group)
     gp = max(sparse_attn.MIN_DOT_ROWS, 1 << (gh - 1).bit_length())
     merge_kernel = merge_kernel and splits > 1
+    fp8 = cache.startswith("fp8")
+    dot = "tf32x3" if q == "fp32" else "fp16" if fp8 and q == "bf16" else "native"
     return compile_kernel(
         sparse_attn._sparse_attn_kernel,
         {"q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "out_ptr": POINTER[q],
@@ -144,9 +149,9 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
          **({"kv_desc": f"tensordesc<{POINTER[cache][1:]}[1,1,{kv_tile},1,{head_dim}]>"}
             if tma else {})},
         dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE="decode",
-             SCALES="none", DOT="native", PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
+             SCALES="none", DOT=dot, PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
              MERGE_KERNEL=merge_kernel, LAUNCH_DEPENDENTS=merge_kernel, TMA=tma,
-             TABLE_HELD=256 if table_first else 0,
+             TABLE_HELD=256 if table_first else 0, FP8_PTX=fp8,
              **({} if tma else {"kv_desc": None}), stride_qd=1,
              stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1, stride_pl=1),
         div16=("stride_qt", "stride_qh", "stride_kp", "stride_kh", "stride_kt", "v_off",
@@ -203,6 +208,8 @@ def main(argv=None):
     a.add_argument("--stages", type=int, default=2)
     a.add_argument("--merge-kernel", action="store_true")
     a.add_argument("--tma", action="store_true", help="tiles through a tensor descriptor")
+    a.add_argument("--q", choices=("bf16", "fp16", "fp32"), default="bf16")
+    a.add_argument("--cache", choices=tuple(POINTER), default="bf16")
     a.add_argument("--table-first", action="store_true",
                    help="the row's table entries read before its ids")
     args = p.parse_args(argv)
@@ -224,8 +231,9 @@ def main(argv=None):
     elif args.kernel == "attention":
         compiled = attention(args.group, args.head_dim, args.kv_tile, args.splits,
                              args.head_split, args.warps, args.stages, args.merge_kernel,
-                             tma=args.tma, table_first=args.table_first)
-        name = (f"attention G {args.group} D {args.head_dim} kv_tile {args.kv_tile} splits "
+                             q=args.q, cache=args.cache, tma=args.tma,
+                             table_first=args.table_first)
+        name = (f"attention q {args.q} cache {args.cache} G {args.group} D {args.head_dim} kv_tile {args.kv_tile} splits "
                 f"{args.splits} head_split {args.head_split} warps {args.warps} stages "
                 f"{args.stages}{' merge kernel' if args.merge_kernel else ''}"
                 f"{' tma' if args.tma else ''}{' table first' if args.table_first else ''}")
