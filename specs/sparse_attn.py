@@ -16,9 +16,32 @@ from .index_decode import CONSTANTS, HARDWARE, MAX_TOPK
 from .measured_targets import TARGETS
 
 # The attention inputs a measured target is tuned for by default (tools/tune's attention
-# section): MiniMax-M3's bf16 q and cache, no scales, head_dim 128, G 16 (TP1-4) and 8 (TP8).
-MEASURED_ATTN = [{"q_dtype": "bf16", "kv_dtype": "bf16", "scales": "none", "group": g,
-                  "head_dim": 128} for g in (16, 8)]
+# section): MiniMax-M3's bf16 q over a bf16 or an fp8 e4m3 cache, no scales, head_dim 128, G 16
+# (TP1-4) and 8 (TP8).
+MEASURED_ATTN = [{"q_dtype": "bf16", "kv_dtype": kv, "scales": "none", "group": g,
+                  "head_dim": 128} for kv in ("bf16", "fp8e4m3") for g in (16, 8)]
+# Inputs a measured target serves with another input's measured rows where its data file holds
+# none of their own: (kv_dtype, scales) → the (kv_dtype, scales) whose rows they take, the
+# other axes equal, followed until an input with rows (or none: the declared rules). An fp8
+# format takes the loads and pair conversions of the other; a scale adds a load and a multiply
+# per key step; an fp8 cache reads half a bf16 one's bytes with the same grids and products
+# (its own rows, when measured, are tuned from those: `tune measure --near`).
+MEASURED_AS = {("fp8e4m3", "none"): ("bf16", "none"),
+               ("fp8e4m3", "scalar"): ("fp8e4m3", "none"),
+               ("fp8e4m3", "per_token"): ("fp8e4m3", "none"),
+               **{("fp8e5m2", mode): ("fp8e4m3", mode) for mode in ("none", "scalar",
+                                                                     "per_token")}}
+
+
+def measured_as(inputs: dict, measured: list):
+    """The input of ``measured`` whose rows ``inputs`` takes (MEASURED_AS), or None."""
+    while inputs not in measured:
+        key = (inputs["kv_dtype"], inputs["scales"])
+        if key not in MEASURED_AS:
+            return None
+        kv, mode = MEASURED_AS[key]
+        inputs = dict(inputs, kv_dtype=kv, scales=mode)
+    return inputs
 
 Q_DTYPES = ("bf16", "fp16", "fp32")
 KV_DTYPES = ("bf16", "fp16", "fp8e4m3", "fp8e5m2")
@@ -129,8 +152,9 @@ def declared_prefill_rules(hw):
 
 
 def measured_rules(target, table, declared):
-    """A measured target's rows of ``table`` for the inputs its data file holds, the declared
-    rules for every other input."""
+    """A measured target's rows of ``table`` for the inputs its data file holds, the same rows
+    for the inputs they serve (MEASURED_AS) that it holds none for, the declared rules for
+    every other input."""
     rows = target.rows(table)
     inputs = []
     for row in rows:
@@ -140,7 +164,18 @@ def measured_rules(target, table, declared):
                   params=row.params, loc=row.loc,
                   note=f"{row.values()}, programs {Between(*row.when['programs'])}")
              for row in rows]
-    return rules + restricted(declared, elsewhere({"hardware": target.name}, inputs,
+    # every input an input with rows serves: the other axes of that input, each cache and
+    # scale mode
+    served = [dict(i, kv_dtype=kv, scales=mode) for i in inputs for kv in KV_DTYPES
+              for mode in SCALE_MODES]
+    served = [i for n, i in enumerate(served) if i not in inputs and i not in served[:n]
+              and measured_as(i, inputs) is not None]
+    rules += [Rule(when={"hardware": target.name, **row.conditions(), **i},
+                   variant=row.choice, params=row.params, loc=row.loc,
+                   note=f"{i}, programs {Between(*row.when['programs'])}: as measured for "
+                        f"{row.values()['kv_dtype']} / {row.values()['scales']}")
+              for i in served for row in rows if row.values() == measured_as(i, inputs)]
+    return rules + restricted(declared, elsewhere({"hardware": target.name}, inputs + served,
                                                   ATTN_DOMAINS), ATTN_DOMAINS)
 
 

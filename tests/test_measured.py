@@ -243,3 +243,43 @@ def test_runtime_names_devices_with_the_shared_function():
     assert rt.device_target(hw, "nvidia", capability=(10, 0)) == ("sm_100", False)
     assert rt.device_target(hw, "amd", gcn_arch="gfx950:sramecc+:xnack-") == ("gfx950", True)
     assert rt.device_target(hw, "amd", gcn_arch="gfx942:sramecc+") == ("gfx942", False)
+
+
+@pytest.mark.parametrize("rows_for", ["bf16", "fp8e4m3"])
+def test_fp8_inputs_take_the_rows_of_the_input_they_are_measured_as(spec_copy, rows_for):
+    """specs/sparse_attn.py MEASURED_AS, on a target whose file holds attention rows for one
+    cache dtype without scales (``rows_for``: its bf16 rows, or those renamed fp8 e4m3): every
+    fp8 cache and scale mode whose chain reaches that input takes its rows in both tables;
+    inputs it does not serve (a bf16 cache once the rows are fp8's, scaled bf16 caches, an
+    fp16 q) take the declared rules."""
+    from codegen.policy import lookup
+
+    data = measured.read(SM90)
+    for table in ("sparse_attn_decode", "sparse_attn_prefill"):
+        data[table] = [dict(r, kv_dtype=rows_for) for r in data[table]
+                       if r["kv_dtype"] == "bf16"]
+    (spec_copy / "measured" / "sm_90.json").write_text(measured.dumps(data))
+    changed, before = registry.load(str(spec_copy)), registry.load()
+
+    def row(reg, table, **values):
+        policy = reg.policies[table]
+        values = {"hardware": "sm_90", "q_dtype": "bf16", "scales": "none", "group": 16,
+                  "head_dim": 128, **values}
+        rule = lookup(policy, reg.tables[table], tuple(values[a.name] for a in policy.axes))
+        return rule.variant, dict(rule.params)
+
+    served = [("fp8e4m3", "none"), ("fp8e4m3", "per_token"), ("fp8e5m2", "none"),
+              ("fp8e5m2", "scalar")]
+    for table in ("sparse_attn_decode", "sparse_attn_prefill"):
+        for programs in (1, 16, 32, 100, 600, 5000):
+            bf16_row = row(before, table, kv_dtype="bf16", programs=programs)
+            declared = row(before, table, kv_dtype="bf16", head_dim=64, programs=programs)
+            for kv, mode in served:
+                assert row(changed, table, kv_dtype=kv, scales=mode,
+                           programs=programs) == bf16_row, (table, programs, kv, mode)
+            assert row(changed, table, kv_dtype="bf16", programs=programs) == (
+                bf16_row if rows_for == "bf16" else declared)
+            assert row(changed, table, kv_dtype="bf16", scales="scalar",
+                       programs=programs) == declared
+            assert row(changed, table, kv_dtype="fp8e4m3", q_dtype="fp16",
+                       programs=programs) == declared

@@ -84,6 +84,10 @@ def parse_args(argv=None):
     m.add_argument("--groups", type=common.int_list, default=None,
                    help="attention GQA group sizes only, e.g. 8 (the other groups' buckets "
                         "keep their rows)")
+    m.add_argument("--kv-dtypes", type=lambda t: tuple(v.strip() for v in t.split(",")),
+                   default=None,
+                   help="attention cache dtypes only, e.g. fp8e4m3 (the other inputs' buckets "
+                        "keep their rows)")
     c = sub.add_parser("choose", help="choose rows from run files; --write writes them")
     c.add_argument("runs", nargs="+", help="run files of `measure` (machines)")
     c.add_argument("--write", action="store_true", help="write specs/measured/<target>.json")
@@ -116,7 +120,7 @@ def measure(args, argv) -> int:
     hw, declared = target.target_of(facts, reg.hardware)
     try:
         space = Space(reg, hw, facts["sms"], args.quick, args.inputs, near=args.near,
-                      groups=args.groups)
+                      groups=args.groups, kv_dtypes=args.kv_dtypes)
     except ValueError as e:
         sys.exit(f"tune measure: {e}")
     return record_run(args, argv, space, GpuDevice(space), facts, declared,

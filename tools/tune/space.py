@@ -105,10 +105,11 @@ class Space:
     """Buckets and candidates of one hardware target (a codegen.model.Hardware) on a device
     with ``sms`` SMs; ``quick`` keeps a small sanity subset; ``inputs`` names the decode
     inputs measured (q_dtype, cache_dtype, head_dim, num_heads; default MEASURED_SCORE);
-    ``groups``: the attention inputs of these GQA group sizes only (default all)."""
+    ``groups``: the attention inputs of these GQA group sizes only (default all);
+    ``kv_dtypes``: those of these cache dtypes only (default all)."""
 
     def __init__(self, reg, target, sms: int, quick: bool = False, inputs: dict | None = None,
-                 near: bool = False, groups=None):
+                 near: bool = False, groups=None, kv_dtypes=None):
         from specs import index_decode as decode_specs
 
         self.reg, self.target, self.sms, self.quick = reg, target, sms, quick
@@ -211,10 +212,13 @@ class Space:
         # representative: ATTN_STEP_CONTEXT), topk 16.
         from specs import sparse_attn as attn_specs
         self.attn_inputs = [i for i in attn_specs.MEASURED_ATTN
-                            if not groups or i["group"] in groups]
+                            if (not groups or i["group"] in groups)
+                            and (not kv_dtypes or i["kv_dtype"] in kv_dtypes)]
         if not self.attn_inputs:
-            raise ValueError(f"attention groups {sorted(groups)}: none is measured (known: "
-                             f"{sorted({i['group'] for i in attn_specs.MEASURED_ATTN})})")
+            known = sorted({(i["group"], i["kv_dtype"]) for i in attn_specs.MEASURED_ATTN})
+            raise ValueError(f"attention groups {sorted(groups or ())}, cache dtypes "
+                             f"{sorted(kv_dtypes or ())}: none is measured (known (group, "
+                             f"cache dtype): {known})")
         # (129–256 and 257–512 are apart: prefill's best launch changes between 256 and 512
         # programs, the per-token kernel at two splits being 1.2× the best at one end; so are
         # 9–16 and 17–32: G 16 decode at 16 programs took 16 splits with a merge kernel, 13 %
