@@ -558,9 +558,9 @@ def test_attention_buckets_are_measured_at_each_served_head_count(reg):
     assert ("decode", 16, 8, 1) in cases and ("decode", 16, 8, 4) in cases
     reps = {p["rep"] for p in run.points if p["buckets"][0]["group"] == 16
             and p["table"] == "sparse_attn_decode"}
-    # decode also inside sparse_decode_step
-    assert reps == {"decode G16 P8", "decode G16 P8 Hkv1", "decode G16 P8 step 8k",
-                    "decode G16 P8 Hkv1 step 8k"}
+    # decode also inside sparse_decode_step; every measured cache dtype (bf16 plain)
+    assert reps == {f"decode G16 P8{h}{kv}{step}" for h in ("", " Hkv1")
+                    for kv in ("", " fp8e4m3") for step in ("", " step 8k")}
 
 
 def test_long_buckets_are_measured_with_mixed_lengths_too(sm90):
@@ -729,7 +729,10 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
                  head_dim=128, programs=100)
     rule = lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
     assert "measured/sm_90.json" in str(rule.loc) and dict(rule.params)["splits"] == 4
-    point["kv_dtype"] = "fp8e4m3"  # inputs without rows: the declared ones
+    point["kv_dtype"] = "fp8e5m2"  # an input served by fp8 e4m3's rows (MEASURED_AS)
+    rule = lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
+    assert "measured/sm_90.json" in str(rule.loc) and "fp8e4m3" in str(rule.loc)
+    point["head_dim"] = 64  # inputs without rows: the declared ones
     rule = lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
     assert "specs/sparse_attn.py" in str(rule.loc)
 

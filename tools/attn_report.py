@@ -1,6 +1,8 @@
 """The sparse-attention results of record as a Markdown table: one row per decode scenario of
 tools/bench_attn.py runs (their bench_attn.json), each run's µs, vLLM's, and each target judged
-on the worst run (the largest ratio to vLLM, the smallest share of the copy rate).
+on the worst run (the largest ratio to vLLM, the smallest share of the copy rate). Runs over
+another cache (`bench_attn.py --kv`) compare with the same row over a bf16 cache timed beside
+them (the worst ratio over the runs) instead of vLLM's bf16 times.
 
     python3 tools/attn_report.py RUN_A/bench_attn.json RUN_B/bench_attn.json
 
@@ -29,21 +31,32 @@ def _share(res):
 
 
 def table(paths) -> str:
-    runs = []
+    runs, kvs = [], set()
     for path in paths:
         with open(path) as f:
-            runs.append({tuple(r["row"]): r for r in json.load(f)["rows"] if "us" in r})
+            data = json.load(f)
+        kvs.add(tuple(data["env"].get("kv", ("bf16", "none"))))
+        runs.append({tuple(r["row"]): r for r in data["rows"] if "us" in r})
+    if len(kvs) != 1:
+        raise SystemExit(f"attn_report: runs over different caches {sorted(kvs)}")
+    plain = kvs.pop()[0] == "bf16"
+    other = "vLLM" if plain else "bf16 cache"
     names = "".join(f" ours µs ({chr(ord('A') + i)}) |" for i in range(len(runs)))
-    lines = [f"| Hq/Hkv, R, context, Q |{names} vLLM µs | ours / vLLM (worst) | share of copy "
-             f"rate (worst) | step µs (A) = indexer + attention as two calls |",
+    lines = [f"| Hq/Hkv, R, context, Q |{names} {other} µs{'' if plain else ' (A)'} | ours / "
+             f"{other} (worst) | share of copy rate (worst) | step µs (A) = indexer + "
+             f"attention as two calls |",
              "|---|" + "---|" * len(runs) + "---|---|---|---|"]
     ahead = shares_ok = shares = 0
     for row in runs[0]:
         got = [run[row] for run in runs if row in run]
         if len(got) != len(runs):
             continue
-        vllm = got[0]["vllm_us"]
-        ratio = max(r["us"] for r in got) / vllm if vllm else None
+        if plain:
+            vllm = got[0]["vllm_us"]
+            ratio = max(r["us"] for r in got) / vllm if vllm else None
+        else:
+            vllm = round(got[0]["bf16_us"], 1)
+            ratio = max(r["us"] / r["bf16_us"] for r in got)
         ahead += ratio is not None and ratio <= 1.0
         T = row[2] * row[4]
         share = "–"
@@ -59,7 +72,7 @@ def table(paths) -> str:
                      + f" {vllm or '–'} | {'–' if ratio is None else f'{ratio:.2f}'} | "
                        f"{share} | {step} |")
     lines.append("")
-    lines.append(f"At or below vLLM on every run: {ahead} of {len(lines) - 3} rows; at ≥ "
+    lines.append(f"At or below {other} on every run: {ahead} of {len(lines) - 3} rows; at ≥ "
                  f"{100 * targets.ATTN_FLOOR_SHARE:.0f} % of the copy rate on every run: "
                  f"{shares_ok} of {shares} rows.")
     return "\n".join(lines)

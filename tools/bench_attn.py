@@ -6,6 +6,7 @@
     python3 tools/bench_attn.py --out DIR --smoke    # CPU interpreter, tiny rows
     python3 tools/bench_attn.py --out DIR --study    # also time launch candidates per row
     python3 tools/bench_attn.py --out DIR --only prefill   # (or decode) one half
+    python3 tools/bench_attn.py --out DIR --kv fp8e4m3:per_token   # an fp8 cache (and scales)
 
 Per row: our µs (CUDA-graph replay, L2 flushed; the median of rotating rounds in which the
 plain read below is timed too: `common.time_graphs`), the floor (the KV bytes the rows must
@@ -19,7 +20,10 @@ over its ids alone, and `sparse_decode_step` (both, PDL-chained; its output chec
 against the two calls). Prefill (PREFILL_ROWS, one request of prefix + chunk tokens whose lists
 are shared by runs of 64 tokens, as an indexer's are): the table's launch, the per-token and
 the query-tiled kernels, µs and TFLOP/s of the useful products (4 · D · Hq per visible listed
-key: q·k and p·v). Writes DIR/bench_attn.json after every row.
+key: q·k and p·v). ``--kv DTYPE[:SCALES]``: the cache in another dtype (fp8e4m3, fp8e5m2) with
+no scales, a scalar or per-token ones (random in [0.5, 1.5)); the floor and the plain read
+then count its bytes, vLLM's (bf16) times are not compared, and the same row with a bf16
+cache is timed beside ours (the ratio printed). Writes DIR/bench_attn.json after every row.
 """
 from __future__ import annotations
 
@@ -53,7 +57,47 @@ def parse_args(argv=None):
     p.add_argument("--study", action="store_true",
                    help="time splits × warps × stages candidates per row")
     p.add_argument("--only", choices=("decode", "prefill"), default=None)
+    p.add_argument("--requests", type=common.int_list, default=None,
+                   help="decode rows of these request counts only, e.g. 8,32")
+    p.add_argument("--kv", default="bf16", type=kv_option,
+                   help="cache dtype and scale mode, e.g. fp8e4m3 or fp8e5m2:per_token")
     return p.parse_args(argv)
+
+
+KV_DTYPES = ("bf16", "fp8e4m3", "fp8e5m2")
+SCALE_MODES = ("none", "scalar", "per_token")
+
+
+def kv_option(text):
+    """'fp8e4m3:per_token' -> ("fp8e4m3", "per_token"); the scales default to none."""
+    dtype, _, mode = text.partition(":")
+    mode = mode or "none"
+    if dtype not in KV_DTYPES or mode not in SCALE_MODES or (dtype == "bf16" and mode != "none"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one of {', '.join(KV_DTYPES)}, fp8 "
+                                         f"with :{', :'.join(SCALE_MODES)} or nothing")
+    return dtype, mode
+
+
+def with_kv(case, kv, seed=0):
+    """``case`` with its cache in dtype ``kv[0]`` and scales of mode ``kv[1]`` (random in
+    [0.5, 1.5): per KV head and cache slot, or one scalar each)."""
+    import torch
+
+    dtype, mode = kv
+    if dtype == "bf16":
+        return case
+    cache = case["kv"].to(common.torch_dtype(dtype))
+    out = dict(case, kv=cache)
+    dev = cache.device
+    g = torch.Generator(dev).manual_seed(seed)
+    if mode == "scalar":
+        out.update(k_scale=torch.tensor([0.9], device=dev), v_scale=torch.tensor([1.1],
+                                                                                 device=dev))
+    elif mode == "per_token":
+        shape = (case["num_kv_heads"], cache.shape[0] * BLOCK)
+        out.update(k_scale=torch.rand(shape, generator=g, device=dev) + 0.5,
+                   v_scale=torch.rand(shape, generator=g, device=dev) + 0.5)
+    return out
 
 
 STUDY = [dict(splits=s, num_warps=w, num_stages=st) for s in (1, 2, 4, 8, 16)
@@ -127,7 +171,8 @@ def step_calls(generated, case, row, device, seed=1):
     out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
     step_out = torch.empty_like(out)
     att = {k: case[k] for k in ("q", "kv", "block_table", "seq_lens", "num_kv_heads",
-                                "sm_scale", "decode_query_len")}
+                                "sm_scale", "decode_query_len", "k_scale", "v_scale")
+           if k in case}
 
     def indexer():
         generated.index_decode(idx_q, idx_cache, idx_table, case["seq_lens"], ctx, topk, 0, 1,
@@ -139,8 +184,9 @@ def step_calls(generated, case, row, device, seed=1):
     def step():
         generated.sparse_decode_step(idx_q, idx_cache, idx_table, case["q"], case["kv"],
                                      case["block_table"], case["seq_lens"], ctx, topk, 0, 1,
-                                     Hkv, Q, Q, case["sm_scale"], step_out, topk_out=ids,
-                                     completion_counter=counter)
+                                     Hkv, Q, Q, case["sm_scale"], step_out,
+                                     k_scale=case.get("k_scale"), v_scale=case.get("v_scale"),
+                                     topk_out=ids, completion_counter=counter)
     return indexer, attention, step, (out, step_out)
 
 
@@ -202,14 +248,14 @@ def visible_keys(case, prefix):
     return int(torch.where(ids >= 0, seen, 0).sum())
 
 
-def prefill_row(generated, row, device, smoke, reps):
+def prefill_row(generated, row, device, smoke, reps, kv=("bf16", "none")):
     import torch
     from generated import sparse_attention as sa
     from reference_attn import prefill_positions, ref_sparse_attn
 
     Hq, Hkv, prefix, chunk = row
     d, topk = (64, 4) if smoke else (D, TOPK)
-    case = make_prefill_case(row, device, d, topk)
+    case = with_kv(make_prefill_case(row, device, d, topk), kv)
     G = Hq // Hkv
     flops = 4 * d * G * visible_keys(case, prefix)  # per KV head: its G query heads
     out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
@@ -217,7 +263,8 @@ def prefill_row(generated, row, device, smoke, reps):
     pos = prefill_positions(case["cu_seqlens_q"], case["prefix_lens"], case["seq_lens"], chunk,
                             chunk)
     ref = ref_sparse_attn(case["q"][rows], case["kv"], case["topk_idx"][:, rows],
-                          case["block_table"], [pos[r] for r in rows], Hkv, case["sm_scale"])
+                          case["block_table"], [pos[r] for r in rows], Hkv, case["sm_scale"],
+                          case.get("k_scale"), case.get("v_scale"))
     calls = {"table": lambda: generated.sparse_attn_prefill(**case, output=out)}
     for name, launch in PREFILL_LAUNCHES.items():
         calls[name] = lambda launch=launch: sa.sparse_attn_with_launch(launch, "prefill",
@@ -236,8 +283,7 @@ def prefill_row(generated, row, device, smoke, reps):
     for name, us in got.items():
         res[name].update(us=us, tflops=flops / us / 1e6)
     res["explain"] = generated.explain_sparse_attn(
-        "prefill", common.detected_hardware(smoke), "bf16", "bf16", "none", G, d,
-        chunk * Hkv)
+        "prefill", common.detected_hardware(smoke), "bf16", kv[0], kv[1], G, d, chunk * Hkv)
     return res
 
 
@@ -253,7 +299,8 @@ def check(generated, case, out):
     sub["topk_idx"] = case["topk_idx"][:, rows]
     pos = [decode_positions(case["seq_lens"], case["decode_query_len"])[r] for r in rows]
     ref = ref_sparse_attn(sub["q"], case["kv"], sub["topk_idx"], case["block_table"], pos,
-                          case["num_kv_heads"], case["sm_scale"])
+                          case["num_kv_heads"], case["sm_scale"], case.get("k_scale"),
+                          case.get("v_scale"))
     err = (out[rows].double() - ref.to(torch.bfloat16).double()).abs()
     mean, worst = float(err.mean()), float(err.max())
     return {"ok": mean <= 2.5e-4 and worst <= 1.7e-2, "mean_abs": mean, "max_abs": worst,
@@ -271,15 +318,19 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     rows = list(SMOKE_ROWS) if args.smoke else list(QUICK if args.quick else
                                                     targets.VLLM_ATTN_US)
-    rows = [] if args.only == "prefill" else rows
-    env, results, prefill = common.env_info(args.smoke), [], []
+    rows = [] if args.only == "prefill" else [
+        r for r in rows if args.requests is None or r[2] in args.requests]
+    env, results, prefill = dict(common.env_info(args.smoke), kv=list(args.kv)), [], []
     for row in rows:
         Hq, Hkv, R, ctx, Q = row
         d = 64 if args.smoke else D
         topk = 4 if args.smoke else TOPK
         label = f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}"
         try:
-            case = make_case(row, device, d, topk)
+            bf16_case = make_case(row, device, d, topk)
+            case = with_kv(bf16_case, args.kv)
+            if case is bf16_case:
+                bf16_case = None  # (no second cache to time beside)
             out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
             generated.sparse_attn_decode(**case, output=out)
             verdict = check(generated, case, out)
@@ -288,21 +339,26 @@ def main(argv=None):
             results.append({"row": list(row), "error": f"{type(e).__name__}: {e}"})
             continue
         T = R * Q
-        nbytes = T * topk * BLOCK * Hkv * 2 * d * 2
+        esize = case["kv"].element_size()
+        nbytes = T * topk * BLOCK * Hkv * 2 * d * esize
         floor = nbytes / (targets.ATTN_COPY_TBPS * 1e12) * 1e6
 
         def ours():
             generated.sparse_attn_decode(**case, output=out)
+        beside = {"ours": ours}
+        if bf16_case is not None:  # the same row over a bf16 cache
+            beside["bf16"] = lambda: generated.sparse_attn_decode(**bf16_case, output=out)
         # the same bytes read by a plain streaming kernel, timed in the same rotating rounds as
         # ours: at small sizes its launch and memory latency are most of the time, which no
         # kernel can avoid
         try:
-            got = common.row_read_us(T * topk * Hkv, BLOCK * 2 * d * 2 // 4, smoke=args.smoke,
-                                     reps=args.reps, beside={"ours": ours})
+            got = common.row_read_us(T * topk * Hkv, BLOCK * 2 * d * esize // 4,
+                                     smoke=args.smoke, reps=args.reps, beside=beside)
             read, us = got["median_us"], got["beside"]["ours"]["median_us"]
+            bf16_us = got["beside"]["bf16"]["median_us"] if "bf16" in beside else None
         except Exception as e:  # noqa: BLE001 - (out of memory beside the cache): the floor
             common.say(f"  {label}: no plain-read time ({type(e).__name__}: {str(e)[:200]})")
-            read = 0.0
+            read, bf16_us = 0.0, None
             try:
                 us = common.time_op(ours, smoke=args.smoke, reps=args.reps)["median_us"]
             except Exception as e2:  # noqa: BLE001 - the other rows still count
@@ -310,10 +366,12 @@ def main(argv=None):
                 results.append({"row": list(row), "error": f"{type(e2).__name__}: {e2}"})
                 continue
         best = max(floor, read)
-        vllm = targets.VLLM_ATTN_US.get(row)
+        # (vLLM's times are over a bf16 cache)
+        vllm = targets.VLLM_ATTN_US.get(row) if args.kv[0] == "bf16" else None
         res = {"row": list(row), "us": us, "floor_us": floor, "share_of_floor": floor / us,
                "read_us": read, "share_of_read": best / us,
-               "vllm_us": vllm, "vs_vllm": us / vllm if vllm else None, "check": verdict}
+               "vllm_us": vllm, "vs_vllm": us / vllm if vllm else None, "check": verdict,
+               "bf16_us": bf16_us}
         judged = []
         if vllm:
             judged.append(targets.verdict(targets.ISSUE21, "≤ vLLM", us, targets.LE, vllm, "µs"))
@@ -330,6 +388,8 @@ def main(argv=None):
         common.say(f"  {label:22s} {common.fmt_us(us):>8s} µs  floor {floor:7.1f}  "
                    f"{100 * floor / us:5.1f} %  read {read:7.1f} {100 * best / us:5.1f} %  "
                    f"vLLM {vllm if vllm else '-':>6}  "
+                   + ("" if bf16_us is None else f"bf16 {common.fmt_us(bf16_us)} µs "
+                      f"({us / bf16_us:.2f}×)  ")
                    + " ".join("PASS" if v["pass"] else "FAIL" for v in judged)
                    + f"  check {'ok' if verdict['ok'] else verdict}"
                    + ("" if step is None else
@@ -341,7 +401,7 @@ def main(argv=None):
         results.append(res)
         common.write_json(os.path.join(args.out, "bench_attn.json"),
                           {"env": env, "rows": results, "prefill": prefill})
-        del case, out
+        del case, out, bf16_case
         common.free_memory()
     prefill_rows = [] if args.only == "decode" else (
         SMOKE_PREFILL_ROWS if args.smoke else PREFILL_ROWS[:2] if args.quick else PREFILL_ROWS)
@@ -349,7 +409,7 @@ def main(argv=None):
         Hq, Hkv, prefix, chunk = row
         label = f"prefill {Hq}/{Hkv} 1 × ({prefix} + {chunk})"
         try:
-            res = prefill_row(generated, row, device, args.smoke, args.reps)
+            res = prefill_row(generated, row, device, args.smoke, args.reps, args.kv)
         except Exception as e:  # noqa: BLE001 - the other rows still count
             common.say(f"  {label}: ERROR {type(e).__name__}: {str(e)[:300]}")
             prefill.append({"row": list(row), "error": f"{type(e).__name__}: {e}"})

@@ -622,9 +622,11 @@ class Space:
         return out
 
     def attn_rep_label(self, mode, inputs, programs, kv_heads) -> str:
-        """'decode G16 P64'; another head count than the group's first gets ' Hkv1' added."""
+        """'decode G16 P64'; another head count than the group's first gets ' Hkv1' added,
+        another cache than bf16 its dtype (' fp8e4m3')."""
         plain = kv_heads == self.attn_kv_heads[inputs["group"]][0]
-        return f"{mode} G{inputs['group']} P{programs}" + ("" if plain else f" Hkv{kv_heads}")
+        return (f"{mode} G{inputs['group']} P{programs}" + ("" if plain else f" Hkv{kv_heads}")
+                + ("" if inputs["kv_dtype"] == "bf16" else f" {inputs['kv_dtype']}"))
 
     def attn_candidates_at(self, mode, inputs, programs) -> list:
         """Split counts 1..16 × (warps, stages) with whole-block steps; up to 512 programs
