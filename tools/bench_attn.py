@@ -59,6 +59,8 @@ def parse_args(argv=None):
     p.add_argument("--only", choices=("decode", "prefill"), default=None)
     p.add_argument("--requests", type=common.int_list, default=None,
                    help="decode rows of these request counts only, e.g. 8,32")
+    p.add_argument("--contexts", type=common.int_list, default=None,
+                   help="decode rows of these contexts (tokens) only, e.g. 32768")
     p.add_argument("--kv", default="bf16", type=kv_option,
                    help="cache dtype and scale mode, e.g. fp8e4m3 or fp8e5m2:per_token")
     return p.parse_args(argv)
@@ -319,7 +321,8 @@ def main(argv=None):
     rows = list(SMOKE_ROWS) if args.smoke else list(QUICK if args.quick else
                                                     targets.VLLM_ATTN_US)
     rows = [] if args.only == "prefill" else [
-        r for r in rows if args.requests is None or r[2] in args.requests]
+        r for r in rows if (args.requests is None or r[2] in args.requests)
+        and (args.contexts is None or r[3] in args.contexts)]
     env, results, prefill = dict(common.env_info(args.smoke), kv=list(args.kv)), [], []
     for row in rows:
         Hq, Hkv, R, ctx, Q = row
