@@ -45,7 +45,7 @@ def attention(pdl: str, merge_kernel: bool = False, table_held: int = 0) -> str:
                 dict(G=16, GP=16, D=128, BLOCK_N=128, SPLITS=4, MODE="decode", SCALES="none",
                      DOT="native", PDL=pdl, TOPK_P=16, MERGE_KERNEL=merge_kernel,
                      LAUNCH_DEPENDENTS=merge_kernel, TMA=False, kv_desc=None,
-                     TABLE_HELD=table_held),
+                     TABLE_HELD=table_held, FP8_PTX=False),
                 num_warps=4, num_stages=2)
 
 
@@ -125,6 +125,16 @@ def main():
     # the attention's K/V tiles on a contiguous cache (the copy-rate rows' launch, G 8)
     ops = sass_facts(attention_kernel(group=8, kv_tile=64, splits=8, stages=3))["ops"]
     facts["attention_kv_loads"] = {op: n for op, n in ops.items() if op.startswith("LDG")}
+    # a bf16 q over an fp8 cache: fp16 products, each pair of fp8 elements widened by one
+    # instruction, the V tile before its trip through shared memory (not read back by bytes)
+    ops = sass_facts(attention_kernel(group=16, splits=8, cache="fp8e4m3", merge_kernel=True,
+                                      tma=True))["ops"]
+    facts["attention_fp8_ops"] = {
+        "pair_conversions": sum(n for op, n in ops.items() if op.startswith("F2FP.F16.E4M3")),
+        "bf16_conversions": sum(n for op, n in ops.items() if op.startswith("F2F.BF16")),
+        "byte_loads": sum(n for op, n in ops.items() if op.startswith(("LDS.U8", "LDS.S8"))),
+        "fp16_products": sum(n for op, n in ops.items() if op == "HMMA.16816.F32"),
+        "bf16_products": sum(n for op, n in ops.items() if op == "HMMA.16816.F32.BF16")}
     print(json.dumps(facts))
 
 

@@ -77,3 +77,8 @@ def test_sm90_instructions_follow_their_switches():
     loads = facts["attention_kv_loads"]
     assert loads.get("LDGSTS.E.BYPASS.128", 0) >= 32, loads
     assert not any(".U16" in op or ".U8" in op for op in loads), loads
+    # an fp8 cache under a bf16 q: fp16 products, one conversion per pair of K or V elements
+    # (128-key steps: 128 a thread), no bf16 widening and no byte loads of the V tile
+    fp8 = facts["attention_fp8_ops"]
+    assert fp8["pair_conversions"] == 128 and fp8["fp16_products"] == 64, fp8
+    assert fp8["bf16_conversions"] == fp8["byte_loads"] == fp8["bf16_products"] == 0, fp8
