@@ -343,7 +343,8 @@ def test_launch_compare_restore_by_the_step_into_a_split_bucket():
         data = json.load(f)
     old = copy.deepcopy(data)
     rows = old["sparse_attn_decode"]
-    half = [r for r in rows if r["group"] == 16 and r["programs"][0] in (129, 257)]
+    half = [r for r in rows if r["group"] == 16 and r["kv_dtype"] == "bf16"
+            and r["programs"][0] in (129, 257)]
     assert [r["programs"] for r in half] == [[129, 256], [257, 512]], half
     merged = half[0]
     merged["programs"] = [129, 512]
