@@ -34,6 +34,15 @@ with the listed blocks packed together in the cache.
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base \
         --launch "splits=1,head_split=4,num_warps=8;splits=2,head_split=2"
         # other launches beside the table's (unset: 4 warps, 2 stages, whole blocks)
+    python3 tools/attn_ablation.py OUTDIR --rows copy --table --kv fp8e4m3 \
+        --variants base,v_bits,k_bits_asm,kv_bits,kv_byte
+        # an fp8 cache (bench_attn's --kv): its pair conversions done other ways
+
+``--kv DTYPE[:SCALES]`` runs the rows over a cache of that dtype and scales (bench_attn's
+option; the plain read counts its bytes). `k_bits`, `k_bits_asm`, `v_bits`, `kv_bits` widen an
+e4m3 K and / or V tile by integer ops (its byte as an fp16's high byte, exponent and mantissa
+shifted right by one: its value × 2^-8, given back after the products; the same bits but for
+NaN); `*_byte` only move the byte (e5m2's exact widening; timing only over e4m3).
 """
 import importlib.util
 import json
@@ -210,6 +219,124 @@ VARIANTS["scalar_pick"] = _scalar_pick(4 if SMOKE else 16)  # the rows' TOPK_P
 # through distributed shared memory (inline PTX), in split order as `_merged_partials` does:
 # no partials in global memory, no fence, no arrival atomic. A correct kernel (compare bits
 # and times); NVIDIA sm_90 only (inline PTX: not on the interpreter).
+# fp8 e4m3 caches (run with --kv fp8e4m3): the pair conversions done other ways. An e4m3 byte
+# moved into an fp16's high byte and its exponent and mantissa shifted right by one is the
+# fp16 of its value × 2^-8 (exact, normals and subnormals; NaN becomes 480 · 2^-8): integer
+# ops (the ALU's pipe, four lanes' worth of the conversion pipe's one) instead of the
+# hardware's pair conversion, the 2^8 given back in fp32 after the products (the same bits).
+_E4M3_BITS = """
+
+@triton.jit
+def _e4m3_bits(x):
+    \"\"\"An fp8 e4m3 tile as fp16 of its values × 2^-8, by integer ops.\"\"\"
+    b = x.to(tl.uint8, bitcast=True).to(tl.uint16)
+    return (((b & 0x7F) << 7) | ((b & 0x80) << 8)).to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def _e4m3_bits_v(x):
+    \"\"\"As `_e4m3_bits` for a V tile, by inline PTX before its trip through shared memory.\"\"\"
+    return tl.inline_asm_elementwise(
+        "{ .reg .b32 z, a, b, t; mov.b32 z, 0; prmt.b32 a, $2, z, 0x1404; "
+        "prmt.b32 b, $2, z, 0x3424; and.b32 t, a, 0x7F007F00; shr.b32 t, t, 1; "
+        "and.b32 a, a, 0x80008000; or.b32 $0, a, t; and.b32 t, b, 0x7F007F00; "
+        "shr.b32 t, t, 1; and.b32 b, b, 0x80008000; or.b32 $1, b, t; }",
+        "=r,=r,r", [x], dtype=tl.float16, is_pure=False, pack=4)
+
+
+@triton.jit
+def _e4m3_bits_k(x):
+    \"\"\"As `_e4m3_bits_v`, pure: Triton may convert after the K tile's shared-memory load.\"\"\"
+    return tl.inline_asm_elementwise(
+        "{ .reg .b32 z, a, b, t; mov.b32 z, 0; prmt.b32 a, $2, z, 0x1404; "
+        "prmt.b32 b, $2, z, 0x3424; and.b32 t, a, 0x7F007F00; shr.b32 t, t, 1; "
+        "and.b32 a, a, 0x80008000; or.b32 $0, a, t; and.b32 t, b, 0x7F007F00; "
+        "shr.b32 t, t, 1; and.b32 b, b, 0x80008000; or.b32 $1, b, t; }",
+        "=r,=r,r", [x], dtype=tl.float16, is_pure=True, pack=4)
+
+
+@triton.jit
+def _byte_high(x):
+    \"\"\"Timing only: each byte as an fp16's high byte (e5m2's widening; wrong for e4m3).\"\"\"
+    return (x.to(tl.uint8, bitcast=True).to(tl.uint16) << 8).to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def _byte_high_v(x):
+    \"\"\"As `_byte_high` by inline PTX before the V tile's trip through shared memory.\"\"\"
+    return tl.inline_asm_elementwise(
+        "{ .reg .b32 z; mov.b32 z, 0; prmt.b32 $0, $2, z, 0x1404; "
+        "prmt.b32 $1, $2, z, 0x3424; }",
+        "=r,=r,r", [x], dtype=tl.float16, is_pure=False, pack=4)
+
+"""
+_WIDEN_V = "    v = _widened(v, q.dtype, FP8_PTX)\n"
+_K_TMA = "        k = _tma_tile(kv_desc, page, 0, t0, kv_head, offs_t.shape[0], D).to(q.dtype)\n"
+_K_LOAD = "        k = tl.load(base + kv_offs).to(q.dtype)\n"
+_DEF_KEY = "@triton.jit\ndef _key_scores("
+
+
+def _k_edits(fn, scale):
+    """K widened by ``fn``; the scores times ``scale`` (its 2^8) after the product."""
+    return [(_DEF_KEY, _E4M3_BITS + _DEF_KEY, 1),
+            (_K_TMA, _K_TMA.replace(".to(q.dtype)", "").replace("k = ", f"k = {fn}(")
+             .replace("D)\n", "D))\n"), 1),
+            (_K_LOAD, f"        k = {fn}(tl.load(base + kv_offs))\n", 1),
+            ("    s = s * sm_scale\n", f"    s = s * (sm_scale * {scale})\n", 1)]
+
+
+def _v_edits(fn, scale):
+    """V widened by ``fn``; the products times ``scale`` (its 2^8) after the product."""
+    return [(_WIDEN_V, f"    v = {fn}(v)\n", 1),
+            ("    acc = acc * alpha[:, None] + pv\n",
+             f"    acc = acc * alpha[:, None] + pv * {scale}\n", 1)]
+
+
+VARIANTS["k_bits"] = _k_edits("_e4m3_bits", 256.0)
+VARIANTS["k_bits_asm"] = _k_edits("_e4m3_bits_k", 256.0)
+VARIANTS["v_bits"] = [(_DEF_KEY, _E4M3_BITS + _DEF_KEY, 1)] + _v_edits("_e4m3_bits_v", 256.0)
+VARIANTS["kv_bits"] = _k_edits("_e4m3_bits", 256.0) + _v_edits("_e4m3_bits_v", 256.0)
+VARIANTS["k_byte"] = _k_edits("_byte_high", 1.0)
+VARIANTS["v_byte"] = [(_DEF_KEY, _E4M3_BITS + _DEF_KEY, 1)] + _v_edits("_byte_high_v", 1.0)
+VARIANTS["kv_byte"] = _k_edits("_byte_high", 1.0) + _v_edits("_byte_high_v", 1.0)
+
+
+# P·V apart from the running output in bf16 (as the fp16 probabilities' product is): from
+# zeros, then added (acc · alpha + pv in fp32), instead of acc · alpha as the product's
+# accumulator (Triton's fusion: its tensor-core steps wait for alpha). p halved before its cast
+# and the product doubled keep the values (not the bits: the accumulator's alignment differs).
+# 2026-12-03, GPU-57d61c14 and another H200: fp8 e4m3 (then fused) 32/2 R128 Q1 52.64 -> 48.32
+# µs, 32/2 R32 -0.5 %, 16/1 R32 +1 %; bf16 -0.8 to +1.9 % (32/2, 16/1, 8/1 R32).
+VARIANTS["pv_apart"] = [
+    ("            pv = tl.dot(p.to(q.dtype), v)\n    acc =",
+     "            pv = tl.dot((p * 0.5).to(q.dtype), v) * 2.0\n    acc =", 1)]
+# fp16 probabilities as they are, P·V with acc · alpha as its accumulator (the kernel before
+# 2026-12-03's 2^14 scaling: the same bits as it)
+VARIANTS["fused_p16"] = [
+    ("            pv = tl.dot((p * _P16_SCALE).to(tl.float16), v) * _P16_BACK\n",
+     "            pv = tl.dot(p.to(tl.float16), v)\n", 1)]
+# The V tile loaded (and widened) before the scores' product, so that its trip through shared
+# memory overlaps the product and the softmax (the same bits).
+_V_BLOCK = ("    if TMA:\n        v = _tma_tile(kv_desc, page, 1, t0, kv_head, s.shape[1], "
+            "acc.shape[1])\n    else:\n        v = tl.load(base + v_off + kv_offs)\n"
+            "    v = _widened(v, q.dtype, FP8_PTX)\n")
+VARIANTS["v_early"] = [
+    ("def _fold_scores(q, m_i, l_i, acc, s, base,",
+     "def _fold_scores(q, m_i, l_i, acc, s, v_in, base,", 1),
+    (_V_BLOCK, "    v = v_in\n", 1),
+    ("    return _fold_scores(q, m_i, l_i, acc, s, base,",
+     "    return _fold_scores(q, m_i, l_i, acc, s, v_in, base,", 1),
+    ("    s, base, kv_offs, slot = _key_scores(q, page, offs_t,",
+     "    if TMA:\n        v_in = _tma_tile(kv_desc, page, 1, t0, kv_head, BLOCK_N, D)\n"
+     "    else:\n        v_in = tl.load(kv_ptr + page.to(tl.int64) * stride_kp + head_off + v_off"
+     "\n                       + offs_t[:, None] * stride_kt + tl.arange(0, D)[None, :] * stride_kd)"
+     "\n    v_in = _widened(v_in, q.dtype, FP8_PTX)\n"
+     "    s, base, kv_offs, slot = _key_scores(q, page, offs_t,", 1)]
+VARIANTS["v_early_bits"] = [(_DEF_KEY, _E4M3_BITS + _DEF_KEY, 1)] + [
+    (old, new.replace("_widened(v_in, q.dtype, FP8_PTX)", "_e4m3_bits_v(v_in)"), n)
+    for old, new, n in VARIANTS["v_early"]] + _v_edits("_e4m3_bits_v", 256.0)[1:]
+
+
 def _source_block(first: str, last: str) -> str:
     """The generated kernel's lines from the one starting with ``first`` through the one
     starting with ``last`` (the text a variant replaces, read rather than copied here)."""
@@ -773,11 +900,15 @@ def timeline_summary(records, programs: int) -> dict:
 
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
-CLOSE = {"keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
+CLOSE = {"fused_p16": 3e-2, "pv_apart": 3e-2, "v_bits": 3e-2, "kv_bits": 3e-2, "v_early_bits": 3e-2,
+         "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("cluster_merge", "timeline", "prefetch_l2", "two_per_sm", "first_prefetch",
+NVIDIA_ONLY = ("k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "v_byte", "kv_byte",
+               "cluster_merge", "timeline", "prefetch_l2", "two_per_sm", "first_prefetch",
                "bulk_prefetch", "three_per_sm", "two_per_sm_split_only",
                "three_per_sm_split_only")
+# variants that compute the kernel's result over a cache of one dtype (checked there)
+CORRECT_OVER = {"k_byte": "fp8e5m2", "v_byte": "fp8e5m2", "kv_byte": "fp8e5m2"}
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
                   "two_per_sm_split_only": dict(merge_kernel=True),
@@ -786,7 +917,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "merge_empty": dict(merge_kernel=True),
                   "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
+CORRECT = ("k_bits", "k_bits_asm", "v_early", "splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
            "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
 
@@ -873,9 +1004,10 @@ def tag_of(launch) -> str:
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
-    from bench_attn import make_case
+    from bench_attn import kv_option, make_case, with_kv
     from generated import sparse_attention
     dev = "cpu" if SMOKE else "cuda"
+    kv_dtype, scales = kv_option(option("--kv") or "bf16")
     wanted = option("--variants")  # e.g. base,splits_first
     variants = {n: e for n, e in VARIANTS.items()
                 if (wanted is None or n in wanted.split(",")) and not (SMOKE and n in NVIDIA_ONLY)}
@@ -889,6 +1021,11 @@ def main():
                 (32, 2, 64, 32768, 1)]
     elif option("--rows") == "copy":  # the rows of 32 requests under 80 % of the copy rate
         rows = [(32, 2, 32, 32768, 1), (16, 1, 32, 32768, 1), (8, 1, 32, 32768, 1)]
+    elif option("--rows") == "fp8":  # an fp8 cache's copy-rate rows: one wave and several
+        rows = [(32, 2, 32, 32768, 1), (16, 1, 32, 32768, 1), (32, 2, 128, 32768, 1)]
+    elif option("--rows") == "bench32k":  # bench_attn's decode rows at 32k
+        import targets
+        rows = [r for r in targets.VLLM_ATTN_US if r[3] == 32768]
     launches = [dict(splits=s, num_warps=w, num_stages=st) for s, w, st in
                 (((4, 4, 2),) if SMOKE else
                  ((16, 8, 2), (16, 4, 2), (8, 4, 2), (4, 4, 3), (2, 4, 3)))]
@@ -896,15 +1033,17 @@ def main():
     dummy = torch.zeros(1, device=dev)
     for row in rows:
         Hq, Hkv, R, ctx, Q = row
-        case = make_case(row, dev, 64 if SMOKE else 128, 4 if SMOKE else 16)
+        case = with_kv(make_case(row, dev, 64 if SMOKE else 128, 4 if SMOKE else 16),
+                       (kv_dtype, scales))
         q, kv, ids, table, lens = (case[k] for k in ("q", "kv", "topk_idx", "block_table",
                                                       "seq_lens"))
+        k_scale, v_scale = case.get("k_scale"), case.get("v_scale")
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=dev)
         calls = {"empty kernel": lambda: common.launch_empty(dummy)}
         if "--table" in sys.argv:  # the launch the dispatch table takes for the row
             hw = common.detected_hardware(SMOKE)
             row_launch = sparse_attention.explain_sparse_attn(
-                "decode", hw, "bf16", "bf16", "none", Hq // Hkv, q.shape[2], R * Q * Hkv)
+                "decode", hw, "bf16", kv_dtype, scales, Hq // Hkv, q.shape[2], R * Q * Hkv)
             launches = [{k: row_launch[k] for k in ("splits", "num_warps", "num_stages",
                                                     *sparse_attention.SPLIT_LEFT_OUT)}]
         launches = launches + [x for x in parse_launches(option("--launch"))
@@ -943,21 +1082,24 @@ def main():
                                                     rtol=1e-3, atol=1e-2))
             run = base.prepare_sparse_attn(
                 q, kv, ids, packed, lens, out, mode="decode", num_kv_heads=Hkv,
-                sm_scale=case["sm_scale"], scales="none", k_scale=None, v_scale=None,
+                sm_scale=case["sm_scale"], scales=scales, k_scale=k_scale, v_scale=v_scale,
                 decode_query_len=Q, **launches[0])
             calls["table launch, packed pages"] = (
-                lambda run=run: run(q, kv, ids, packed, lens, None, None, None, None, out))
+                lambda run=run: run(q, kv, ids, packed, lens, None, None, k_scale, v_scale,
+                                    out))
         for launch in launches:
             tag = tag_of(launch)
             want = None
             for name, mod in mods.items():
                 run = mod.prepare_sparse_attn(
                     q, kv, ids, table, lens, out, mode="decode", num_kv_heads=Hkv,
-                    sm_scale=case["sm_scale"], scales="none", k_scale=None, v_scale=None,
+                    sm_scale=case["sm_scale"], scales=scales, k_scale=k_scale, v_scale=v_scale,
                     decode_query_len=Q, **{**launch, **LAUNCH_OPTIONS.get(name, {})})
                 call = calls[f"{tag} {name}"] = (
-                    lambda run=run: run(q, kv, ids, table, lens, None, None, None, None, out))
-                if name == "base" or name in CORRECT or name in CLOSE:
+                    lambda run=run: run(q, kv, ids, table, lens, None, None, k_scale, v_scale,
+                                        out))
+                exact = name in CORRECT or CORRECT_OVER.get(name) == kv_dtype
+                if name == "base" or exact or name in CLOSE:
                     out.fill_(float("nan"))  # an unwritten element fails either check
                     call()
                     if name == "base":
@@ -1005,7 +1147,8 @@ def main():
         med = {k: statistics.median(v) for k, v in times.items()}
         # a plain streaming read of the row's KV bytes, timed the same way (bench_attn's floor)
         read = None if SMOKE else common.row_read_us(
-            R * Q * ids.shape[2] * Hkv, 128 * 2 * q.shape[2] * 2 // 4)["median_us"]
+            R * Q * ids.shape[2] * Hkv, 128 * 2 * q.shape[2] * kv.element_size() // 4)[
+            "median_us"]
         where = "".join(f"  {k} {v:.2f}" for k, v in med.items()
                         if k.startswith(("read ", "table launch, packed")))
         print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}" + where
