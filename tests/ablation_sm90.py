@@ -1,4 +1,5 @@
-"""attn_ablation's NVIDIA-only variants compiled for sm_90 without a GPU (run in a subprocess
+"""attn_ablation's NVIDIA-only variants compiled for sm_90 without a GPU (those of an fp8
+cache's widening over an e4m3 cache) (run in a subprocess
 without TRITON_INTERPRET), and its timeline summary on records laid out as the timeline
 variant writes them.
 
@@ -23,7 +24,8 @@ import generated.sparse_attn as gsa  # noqa: E402
 from sm90_code import attention  # noqa: E402
 
 INSTRUCTIONS = ("%globaltimer", "%smid", "barrier.cluster", "mapa.shared::cluster",
-                "ld.shared::cluster", "cp.async.bulk.prefetch.L2")
+                "ld.shared::cluster", "cp.async.bulk.prefetch.L2", "cvt.rn.f16x2.e4m3x2",
+                "prmt.b32")
 
 
 def main():
@@ -35,7 +37,9 @@ def main():
             continue
         gsa._sparse_attn_kernel = mod._sparse_attn_kernel
         try:
-            text = attention(group=16, kv_tile=128, splits=2, stages=2).asm["ptx"]
+            # (an fp8 cache's widening variants over an e4m3 cache)
+            text = attention(group=16, kv_tile=128, splits=2, stages=2,
+                             cache="fp8e4m3" if name in ab.FP8_ONLY else "bf16").asm["ptx"]
         finally:
             gsa._sparse_attn_kernel = kernel
         ptx[name] = {k: text.count(k) for k in INSTRUCTIONS}

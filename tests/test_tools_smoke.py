@@ -120,6 +120,18 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
     assert report[0]["same_bits"] and all(report[0]["same_bits"].values())
 
 
+def test_attn_ablation_over_an_fp8_cache_widens_it_other_ways(tmp_path):
+    run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--kv",
+                "fp8e4m3", "--variants", "base,k_bits,k_byte,fused_p16"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "attn_ablation.json").read_text())
+    assert {k.split(" ")[-1] for k in report[0]["us"]} >= {"base", "k_bits", "k_byte",
+                                                           "fused_p16"}
+    # K widened by integer ops: the kernel's bits (k_byte is wrong for e4m3: timing only)
+    checks = {k.split(" ")[-1]: v for k, v in report[0]["same_bits"].items()}
+    assert checks == {"k_bits": True, "fused_p16": True}, checks
+
+
 def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--table",
                 "--variants", "base", "--launch",
@@ -467,6 +479,12 @@ def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_bac
         not timeline["barrier.cluster"]
     assert facts["ptx"]["bulk_prefetch"]["cp.async.bulk.prefetch.L2"] >= 2 and \
         not merge["cp.async.bulk.prefetch.L2"]
+    # an e4m3 tile widened by byte moves has no pair conversion left; by integer ops, V's
+    # conversions are gone and K's remain
+    assert facts["ptx"]["kv_byte"]["cvt.rn.f16x2.e4m3x2"] == 0 and \
+        facts["ptx"]["kv_byte"]["prmt.b32"] > 0
+    assert facts["ptx"]["kv_bits"]["cvt.rn.f16x2.e4m3x2"] == 0
+    assert 0 < facts["ptx"]["v_bits"]["cvt.rn.f16x2.e4m3x2"] and facts["ptx"]["v_bits"]["prmt.b32"]
     # µs from the first start; the last program to end and its phases
     assert facts["timeline"] == {
         "programs": 3, "sms": 2, "programs_per_sm": [1, 2], "start_median_max": [0.5, 1.0],

@@ -907,6 +907,9 @@ NVIDIA_ONLY = ("k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "v_byte", "kv_
                "cluster_merge", "timeline", "prefetch_l2", "two_per_sm", "first_prefetch",
                "bulk_prefetch", "three_per_sm", "two_per_sm_split_only",
                "three_per_sm_split_only")
+# variants of an fp8 cache's widening: built only where --kv names an fp8 cache
+FP8_ONLY = ("k_bits", "k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "k_byte", "v_byte",
+            "kv_byte")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
 CORRECT_OVER = {"k_byte": "fp8e5m2", "v_byte": "fp8e5m2", "kv_byte": "fp8e5m2"}
 # name -> launch options a variant adds
@@ -1010,7 +1013,8 @@ def main():
     kv_dtype, scales = kv_option(option("--kv") or "bf16")
     wanted = option("--variants")  # e.g. base,splits_first
     variants = {n: e for n, e in VARIANTS.items()
-                if (wanted is None or n in wanted.split(",")) and not (SMOKE and n in NVIDIA_ONLY)}
+                if (wanted is None or n in wanted.split(",")) and not (SMOKE and n in NVIDIA_ONLY)
+                and (n not in FP8_ONLY or kv_dtype.startswith("fp8"))}
     mods = {n: build(n, e) for n, e in variants.items()}
     rows = [(16, 1, 2, 1024, 1)] if SMOKE else [
         (32, 2, 1, 8192, 1), (32, 2, 1, 8192, 4), (64, 4, 1, 32768, 1), (8, 1, 1, 32768, 1),
