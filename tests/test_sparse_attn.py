@@ -234,6 +234,33 @@ def test_fp8_v_scales_far_from_one_stay_in_range(q_dtype, mode, size):
     check(out / size, ref / size)
 
 
+@pytest.mark.parametrize("mode", ["none", "scalar"])
+def test_fp16_probabilities_far_below_the_largest_keep_their_bits(mode):
+    """fp16 probabilities enter P·V scaled into fp16's normal range: 127 keys of weight
+    exp(-15.125) ≈ 4.5 · 2^-24 beside one of weight 1 (as they are, fp16 subnormals would hold
+    them to within ±0.5 · 2^-24, 10 % here, the same for every key) give the float64 output
+    to within 2^-10 of it (fp32 output: no rounding of its own)."""
+    case, pos = decode_case([128], Q=1, Hkv=1, G=16, D=64, kv_dtype=torch.float8_e4m3fn,
+                            seed=19)
+    page = int(case["block_table"][0, 0])
+    kv = case["kv"].float()
+    kv[page] = 0.0
+    kv[page, 0, 0, 0, 0] = 120.0  # key 0 scores 120 / 8 = 15 ...
+    kv[page, 0, 1:, 0, 0] = -1.0  # ... the others -1 / 8: 15.125 below it
+    kv[page, 1, 1:, 0, :] = 448.0  # their V rows (key 0's is zero): the whole output
+    case["kv"] = kv.to(torch.float8_e4m3fn)
+    case["q"] = torch.zeros_like(case["q"])
+    case["q"][..., 0] = 1.0
+    scales = {} if mode == "none" else dict(k_scale=torch.tensor([1.0], device=DEVICE),
+                                            v_scale=torch.tensor([1.0], device=DEVICE))
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
+                          case["sm_scale"], **scales)
+    out = run_decode(case, torch.float32, **scales)
+    assert float(ref.abs().min()) > 0.01  # (127 · 448 · 4.5 · 2^-24 ≈ 0.0153 per element)
+    rel = ((out.double() - ref.double()).abs() / ref.double().abs()).max()
+    assert float(rel) <= 2.0 ** -10, float(rel)
+
+
 @pytest.mark.parametrize("kv_dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_bf16_query_lanes_of_any_size_over_fp8_keys(kv_dtype):
     """A bf16 query over an fp8 cache is taken into fp16 per lane by a power of two: heads far
