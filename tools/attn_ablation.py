@@ -224,6 +224,13 @@ VARIANTS["scalar_pick"] = _scalar_pick(4 if SMOKE else 16)  # the rows' TOPK_P
 # fp16 of its value × 2^-8 (exact, normals and subnormals; NaN becomes 480 · 2^-8): integer
 # ops (the ALU's pipe, four lanes' worth of the conversion pipe's one) instead of the
 # hardware's pair conversion, the 2^8 given back in fp32 after the products (the same bits).
+# four e4m3 bytes ($2) -> two fp16 pairs ($0, $1) of their values × 2^-8: each byte moved into
+# a half's high byte (prmt), its exponent and mantissa shifted right by one, its sign kept
+_E4M3_BITS_PTX = (
+    "{ .reg .b32 z, a, b, t; mov.b32 z, 0; prmt.b32 a, $2, z, 0x1404; "
+    "prmt.b32 b, $2, z, 0x3424; and.b32 t, a, 0x7F007F00; shr.b32 t, t, 1; "
+    "and.b32 a, a, 0x80008000; or.b32 $0, a, t; and.b32 t, b, 0x7F007F00; "
+    "shr.b32 t, t, 1; and.b32 b, b, 0x80008000; or.b32 $1, b, t; }")
 _E4M3_BITS = """
 
 @triton.jit
@@ -236,23 +243,15 @@ def _e4m3_bits(x):
 @triton.jit
 def _e4m3_bits_v(x):
     \"\"\"As `_e4m3_bits` for a V tile, by inline PTX before its trip through shared memory.\"\"\"
-    return tl.inline_asm_elementwise(
-        "{ .reg .b32 z, a, b, t; mov.b32 z, 0; prmt.b32 a, $2, z, 0x1404; "
-        "prmt.b32 b, $2, z, 0x3424; and.b32 t, a, 0x7F007F00; shr.b32 t, t, 1; "
-        "and.b32 a, a, 0x80008000; or.b32 $0, a, t; and.b32 t, b, 0x7F007F00; "
-        "shr.b32 t, t, 1; and.b32 b, b, 0x80008000; or.b32 $1, b, t; }",
-        "=r,=r,r", [x], dtype=tl.float16, is_pure=False, pack=4)
+    return tl.inline_asm_elementwise(PTX, "=r,=r,r", [x], dtype=tl.float16, is_pure=False,
+                                     pack=4)
 
 
 @triton.jit
 def _e4m3_bits_k(x):
     \"\"\"As `_e4m3_bits_v`, pure: Triton may convert after the K tile's shared-memory load.\"\"\"
-    return tl.inline_asm_elementwise(
-        "{ .reg .b32 z, a, b, t; mov.b32 z, 0; prmt.b32 a, $2, z, 0x1404; "
-        "prmt.b32 b, $2, z, 0x3424; and.b32 t, a, 0x7F007F00; shr.b32 t, t, 1; "
-        "and.b32 a, a, 0x80008000; or.b32 $0, a, t; and.b32 t, b, 0x7F007F00; "
-        "shr.b32 t, t, 1; and.b32 b, b, 0x80008000; or.b32 $1, b, t; }",
-        "=r,=r,r", [x], dtype=tl.float16, is_pure=True, pack=4)
+    return tl.inline_asm_elementwise(PTX, "=r,=r,r", [x], dtype=tl.float16, is_pure=True,
+                                     pack=4)
 
 
 @triton.jit
@@ -269,7 +268,7 @@ def _byte_high_v(x):
         "prmt.b32 $1, $2, z, 0x3424; }",
         "=r,=r,r", [x], dtype=tl.float16, is_pure=False, pack=4)
 
-"""
+""".replace("PTX,", repr(_E4M3_BITS_PTX) + ",")
 _WIDEN_V = "    v = _widened(v, q.dtype, FP8_PTX)\n"
 _K_TMA = "        k = _tma_tile(kv_desc, page, 0, t0, kv_head, offs_t.shape[0], D).to(q.dtype)\n"
 _K_LOAD = "        k = tl.load(base + kv_offs).to(q.dtype)\n"
