@@ -213,12 +213,6 @@ def _scalar_pick(topk_p=16):
 
 VARIANTS["scalar_pick"] = _scalar_pick(4 if SMOKE else 16)  # the rows' TOPK_P
 
-# The splits of a (row, KV head) as one thread-block cluster: grid (splits, pairs), clusters
-# of the first axis. Each split leaves its o and lse at the end of its own shared memory (the
-# launch's dynamic size raised by them, past what the kernel uses), and split 0 merges them
-# through distributed shared memory (inline PTX), in split order as `_merged_partials` does:
-# no partials in global memory, no fence, no arrival atomic. A correct kernel (compare bits
-# and times); NVIDIA sm_90 only (inline PTX: not on the interpreter).
 # fp8 e4m3 caches (run with --kv fp8e4m3): the pair conversions done other ways. An e4m3 byte
 # moved into an fp16's high byte and its exponent and mantissa shifted right by one is the
 # fp16 of its value × 2^-8 (exact, normals and subnormals; NaN becomes 480 · 2^-8): integer
@@ -334,7 +328,8 @@ VARIANTS["v_early"] = [
     ("    s, base, kv_offs, slot = _key_scores(q, page, offs_t,",
      "    if TMA:\n        v_in = _tma_tile(kv_desc, page, 1, t0, kv_head, BLOCK_N, D)\n"
      "    else:\n        v_in = tl.load(kv_ptr + page.to(tl.int64) * stride_kp + head_off + v_off"
-     "\n                       + offs_t[:, None] * stride_kt + tl.arange(0, D)[None, :] * stride_kd)"
+     "\n                       + offs_t[:, None] * stride_kt"
+     " + tl.arange(0, D)[None, :] * stride_kd)"
      "\n    v_in = _widened(v_in, q.dtype, FP8_PTX)\n"
      "    s, base, kv_offs, slot = _key_scores(q, page, offs_t,", 1)]
 VARIANTS["v_early_bits"] = [(_DEF_KEY, _E4M3_BITS + _DEF_KEY, 1)] + [
@@ -342,6 +337,12 @@ VARIANTS["v_early_bits"] = [(_DEF_KEY, _E4M3_BITS + _DEF_KEY, 1)] + [
     for old, new, n in VARIANTS["v_early"]] + _v_edits("_e4m3_bits_v", 256.0)[1:]
 
 
+# The splits of a (row, KV head) as one thread-block cluster: grid (splits, pairs), clusters
+# of the first axis. Each split leaves its o and lse at the end of its own shared memory (the
+# launch's dynamic size raised by them, past what the kernel uses), and split 0 merges them
+# through distributed shared memory (inline PTX), in split order as `_merged_partials` does:
+# no partials in global memory, no fence, no arrival atomic. A correct kernel (compare bits
+# and times); NVIDIA sm_90 only (inline PTX: not on the interpreter).
 def _source_block(first: str, last: str) -> str:
     """The generated kernel's lines from the one starting with ``first`` through the one
     starting with ``last`` (the text a variant replaces, read rather than copied here)."""
@@ -925,7 +926,8 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "merge_empty": dict(merge_kernel=True),
                   "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("k_bits", "k_bits_asm", "v_early", "splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
+CORRECT = ("k_bits", "k_bits_asm", "v_early", "splits_first", "merge_kernel", "scratch_pick",
+           "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
            "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
 
