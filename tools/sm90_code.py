@@ -127,13 +127,14 @@ def scorer(q="bf16", cache="bf16", head_dim=128, heads=1, block_q=1, warps=4, st
 
 def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps=4, stages=2,
               merge_kernel=False, q="bf16", cache="bf16", topk=16, tma=False,
-              table_first=False):
+              table_first=False, scales="none"):
     """The sparse-attention split kernel (decode) at one launch, on a contiguous
     [pages, 2, 128, Hkv, D] cache of ``cache``'s type (the products taken as the launcher
     takes them on an H200: `sparse_attn.products`), its head lanes padded as the launcher
     pads them; ``tma``:
     its tiles through a tensor descriptor of the cache (`kv_tma_layout`); ``table_first``: the
-    row's table read before the ids (256 entries: a 32k context's)."""
+    row's table read before the ids (256 entries: a 32k context's); ``scales``: none, scalar
+    or per_token (K and V scales of an fp8 cache)."""
     from generated import sparse_attn
 
     gh = group // min(head_split, group)
@@ -149,7 +150,7 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
          **({"kv_desc": f"tensordesc<{POINTER[cache][1:]}[1,1,{kv_tile},1,{head_dim}]>"}
             if tma else {})},
         dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE="decode",
-             SCALES="none", DOT=dot, PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
+             SCALES=scales, DOT=dot, PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
              MERGE_KERNEL=merge_kernel, LAUNCH_DEPENDENTS=merge_kernel, TMA=tma,
              TABLE_HELD=256 if table_first else 0, FP8_PTX=fp8,
              **({} if tma else {"kv_desc": None}), stride_qd=1,
@@ -212,6 +213,8 @@ def main(argv=None):
     a.add_argument("--cache", choices=tuple(POINTER), default="bf16")
     a.add_argument("--table-first", action="store_true",
                    help="the row's table entries read before its ids")
+    a.add_argument("--scales", choices=("none", "scalar", "per_token"), default="none",
+                   help="K and V scales of an fp8 cache")
     args = p.parse_args(argv)
     common.setup(False)
     os.environ.pop("TRITON_INTERPRET", None)  # the interpreter replaces @triton.jit functions
@@ -232,9 +235,9 @@ def main(argv=None):
         compiled = attention(args.group, args.head_dim, args.kv_tile, args.splits,
                              args.head_split, args.warps, args.stages, args.merge_kernel,
                              q=args.q, cache=args.cache, tma=args.tma,
-                             table_first=args.table_first)
-        name = (f"attention q {args.q} cache {args.cache} G {args.group} D {args.head_dim} kv_tile {args.kv_tile} splits "
-                f"{args.splits} head_split {args.head_split} warps {args.warps} stages "
+                             table_first=args.table_first, scales=args.scales)
+        name = (f"attention q {args.q} cache {args.cache} scales {args.scales} G {args.group} "
+                f"D {args.head_dim} kv_tile {args.kv_tile} splits {args.splits} head_split {args.head_split} warps {args.warps} stages "
                 f"{args.stages}{' merge kernel' if args.merge_kernel else ''}"
                 f"{' tma' if args.tma else ''}{' table first' if args.table_first else ''}")
     else:
