@@ -307,7 +307,7 @@ VARIANTS["kv_byte"] = _k_edits("_byte_high", 1.0) + _v_edits("_byte_high_v", 1.0
 # zeros, then added (acc · alpha + pv in fp32), instead of acc · alpha as the product's
 # accumulator (Triton's fusion: its tensor-core steps wait for alpha). p halved before its cast
 # and the product doubled keep the values (not the bits: the accumulator's alignment differs).
-# 2026-12-03, GPU-57d61c14 and another H200: fp8 e4m3 (then fused) 32/2 R128 Q1 52.64 -> 48.32
+# 2026-12-03, GPU-4b887a57: fp8 e4m3 (then fused) 32/2 R128 Q1 52.64 -> 48.32
 # µs, 32/2 R32 -0.5 %, 16/1 R32 +1 %; bf16 -0.8 to +1.9 % (32/2, 16/1, 8/1 R32).
 VARIANTS["pv_apart"] = [
     ("            pv = tl.dot(p.to(q.dtype), v)\n    acc =",
