@@ -37,10 +37,11 @@ def _require_paths(args) -> None:
 
 
 def cmd_regenerate(args) -> int:
-    reg = _load(args)
-    files = render_all(reg)
+    # (a bad --out fails before the specs are loaded and rendered)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise CliError(f"codegen regenerate: --out {args.out} is not a directory")
+    reg = _load(args)
+    files = render_all(reg)
     # the checkout's own package as generated/, any other directory as given
     own = bool(DEFAULT_OUT) and os.path.abspath(args.out) == DEFAULT_OUT
     shown = "generated" if own else args.out.rstrip("/\\") or ""
