@@ -922,8 +922,9 @@ NVIDIA_ONLY = ("k_pre", "k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "v_by
                "cluster_merge", "timeline", "prefetch_l2", "two_per_sm", "first_prefetch",
                "bulk_prefetch", "three_per_sm", "two_per_sm_split_only",
                "three_per_sm_split_only")
-# variants of an fp8 cache's widening: built only where --kv names an fp8 cache
-FP8_ONLY = ("k_pre", "k_bits", "k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "k_byte", "v_byte",
+# variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
+# where --kv names an fp8 cache
+FP8_ONLY = ("fused_p16", "pt_no_range", "k_pre", "k_bits", "k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "k_byte", "v_byte",
             "kv_byte")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
 CORRECT_OVER = {"k_byte": "fp8e5m2", "v_byte": "fp8e5m2", "kv_byte": "fp8e5m2"}
