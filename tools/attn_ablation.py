@@ -361,6 +361,33 @@ def _source_block(first: str, last: str) -> str:
     return "".join(lines[i:j + 1])
 
 
+# V of an e4m3 cache read as 16-bit pairs (V[k, 2c], V[k, 2c + 1]): as a P·V operand Triton
+# loads them by ldmatrix.trans, so a thread holds the pairs of keys k and k + 1, which one
+# permute and two pair conversions (pure inline PTX, done after that load) turn into the
+# operand registers of columns 2c and 2c + 1: two products of half the columns (even, odd),
+# two running outputs (a tuple), joined once after the loop. No fp16 copy of V goes through
+# shared memory. Pointer loads (TMA tiles keep K only); the same bits expected.
+_PAIRS_PTX = ("{ .reg .b32 t; .reg .b16 a, b; mov.b32 t, 0; prmt.b32 t, $2, t, 0x3120; "
+              "mov.b32 {a, b}, t; cvt.rn.f16x2.e4m3x2 $0, a; cvt.rn.f16x2.e4m3x2 $1, b; }")
+VARIANTS["v_pairs"] = [
+    ("    if TMA:\n" + _source_block("        v = _tma_tile(kv_desc, page, 1,",
+                                    "    acc = acc * alpha[:, None] + pv"),
+     "    w = tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + kv_offs)\n"
+     "    lo, hi = tl.inline_asm_elementwise(" + repr(_PAIRS_PTX) + ", \"=r,=r,r\", [w],\n"
+     "                                       dtype=(tl.float16, tl.float16), is_pure=True,"
+     " pack=2)\n"
+     "    p16 = (p * _P16_SCALE).to(tl.float16)\n"
+     "    acc = (acc[0] * alpha[:, None] + tl.dot(p16, lo) * _P16_BACK,\n"
+     "           acc[1] * alpha[:, None] + tl.dot(p16, hi) * _P16_BACK)\n", 1),
+    ("    acc = tl.zeros([GP, D], tl.float32)\n",
+     "    acc = (tl.zeros([GP, D // 2], tl.float32), tl.zeros([GP, D // 2], tl.float32))\n", 1),
+    (SEEN, "    acc = tl.reshape(tl.join(acc[0], acc[1]), [GP, D])\n" + SEEN, 1),
+    # (the split kernel's V offsets as 16-bit pairs: d contiguous, even token strides)
+    ("    return _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot,",
+     "    return _fold_scores(q, m_i, l_i, acc, s, base, offs_t[:, None] * (stride_kt // 2)\n"
+     "                        + tl.arange(0, D // 2)[None, :], slot,", 1)]
+
+
 # the split's partials to global memory and the last arrival's merge
 CLUSTER_OLD_PARTIALS = _source_block("        # Partials in one fp32 buffer",
                                      "                                split_stride, first_slot,")
@@ -918,14 +945,14 @@ def timeline_summary(records, programs: int) -> dict:
 CLOSE = {"fused_p16": 3e-2, "pv_apart": 3e-2, "v_bits": 3e-2, "kv_bits": 3e-2, "v_early_bits": 3e-2,
          "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("k_pre", "k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "v_byte", "kv_byte",
-               "cluster_merge", "timeline", "prefetch_l2", "two_per_sm", "first_prefetch",
-               "bulk_prefetch", "three_per_sm", "two_per_sm_split_only",
+NVIDIA_ONLY = ("v_pairs", "k_pre", "k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "v_byte",
+               "kv_byte", "cluster_merge", "timeline", "prefetch_l2", "two_per_sm",
+               "first_prefetch", "bulk_prefetch", "three_per_sm", "two_per_sm_split_only",
                "three_per_sm_split_only")
 # variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
 # where --kv names an fp8 cache
-FP8_ONLY = ("fused_p16", "pt_no_range", "k_pre", "k_bits", "k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "k_byte", "v_byte",
-            "kv_byte")
+FP8_ONLY = ("v_pairs", "fused_p16", "pt_no_range", "k_pre", "k_bits", "k_bits_asm", "v_bits",
+            "kv_bits", "v_early_bits", "k_byte", "v_byte", "kv_byte")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
 CORRECT_OVER = {"k_byte": "fp8e5m2", "v_byte": "fp8e5m2", "kv_byte": "fp8e5m2"}
 # name -> launch options a variant adds
@@ -936,8 +963,8 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "merge_empty": dict(merge_kernel=True),
                   "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("k_pre", "k_bits", "k_bits_asm", "v_early", "splits_first", "merge_kernel", "scratch_pick",
-           "gather_pick", "packed_pick",
+CORRECT = ("v_pairs", "k_pre", "k_bits", "k_bits_asm", "v_early", "splits_first", "merge_kernel",
+           "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
            "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
 
