@@ -366,26 +366,41 @@ def _source_block(first: str, last: str) -> str:
 # permute and two pair conversions (pure inline PTX, done after that load) turn into the
 # operand registers of columns 2c and 2c + 1: two products of half the columns (even, odd),
 # two running outputs (a tuple), joined once after the loop. No fp16 copy of V goes through
-# shared memory. Pointer loads (TMA tiles keep K only); the same bits expected.
+# shared memory. Pointer loads (TMA tiles keep K only); the same bits expected (`v_pairs_tl`,
+# the pairs widened by Triton's ops instead, gives them on the interpreter).
 _PAIRS_PTX = ("{ .reg .b32 t; .reg .b16 a, b; mov.b32 t, 0; prmt.b32 t, $2, t, 0x3120; "
               "mov.b32 {a, b}, t; cvt.rn.f16x2.e4m3x2 $0, a; cvt.rn.f16x2.e4m3x2 $1, b; }")
-VARIANTS["v_pairs"] = [
-    ("    if TMA:\n" + _source_block("        v = _tma_tile(kv_desc, page, 1,",
-                                    "    acc = acc * alpha[:, None] + pv"),
-     "    w = tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + kv_offs)\n"
-     "    lo, hi = tl.inline_asm_elementwise(" + repr(_PAIRS_PTX) + ", \"=r,=r,r\", [w],\n"
-     "                                       dtype=(tl.float16, tl.float16), is_pure=True,"
-     " pack=2)\n"
-     "    p16 = (p * _P16_SCALE).to(tl.float16)\n"
-     "    acc = (acc[0] * alpha[:, None] + tl.dot(p16, lo) * _P16_BACK,\n"
-     "           acc[1] * alpha[:, None] + tl.dot(p16, hi) * _P16_BACK)\n", 1),
-    ("    acc = tl.zeros([GP, D], tl.float32)\n",
-     "    acc = (tl.zeros([GP, D // 2], tl.float32), tl.zeros([GP, D // 2], tl.float32))\n", 1),
-    (SEEN, "    acc = tl.reshape(tl.join(acc[0], acc[1]), [GP, D])\n" + SEEN, 1),
-    # (the split kernel's V offsets as 16-bit pairs: d contiguous, even token strides)
-    ("    return _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot,",
-     "    return _fold_scores(q, m_i, l_i, acc, s, base, offs_t[:, None] * (stride_kt // 2)\n"
-     "                        + tl.arange(0, D // 2)[None, :], slot,", 1)]
+_PAIRS_ASM = ("    lo, hi = tl.inline_asm_elementwise(" + repr(_PAIRS_PTX) + ", \"=r,=r,r\", [w],\n"
+              "                                       dtype=(tl.float16, tl.float16),"
+              " is_pure=True, pack=2)\n")
+# (the same pairs widened by Triton's ops: the interpreter checks the rest of the variant)
+_PAIRS_TL = ("    lo = (w & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)\n"
+             "    hi = ((w >> 8) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True)"
+             ".to(tl.float16)\n")
+
+
+def _v_pairs(widen: str) -> list:
+    """The split kernel with V read as 16-bit pairs, each pair of keys widened by ``widen``
+    (source lines making ``lo`` and ``hi`` of ``w``)."""
+    return [
+        ("    if TMA:\n" + _source_block("        v = _tma_tile(kv_desc, page, 1,",
+                                        "    acc = acc * alpha[:, None] + pv"),
+         "    w = tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + kv_offs)\n" + widen
+         + "    p16 = (p * _P16_SCALE).to(tl.float16)\n"
+         "    acc = (acc[0] * alpha[:, None] + tl.dot(p16, lo) * _P16_BACK,\n"
+         "           acc[1] * alpha[:, None] + tl.dot(p16, hi) * _P16_BACK)\n", 1),
+        ("    acc = tl.zeros([GP, D], tl.float32)\n",
+         "    acc = (tl.zeros([GP, D // 2], tl.float32), tl.zeros([GP, D // 2], tl.float32))\n",
+         1),
+        (SEEN, "    acc = tl.reshape(tl.join(acc[0], acc[1]), [GP, D])\n" + SEEN, 1),
+        # (the split kernel's V offsets as 16-bit pairs: d contiguous, even token strides)
+        ("    return _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot,",
+         "    return _fold_scores(q, m_i, l_i, acc, s, base, offs_t[:, None] * (stride_kt // 2)\n"
+         "                        + tl.arange(0, D // 2)[None, :], slot,", 1)]
+
+
+VARIANTS["v_pairs"] = _v_pairs(_PAIRS_ASM)
+VARIANTS["v_pairs_tl"] = _v_pairs(_PAIRS_TL)
 
 
 # the split's partials to global memory and the last arrival's merge
@@ -951,7 +966,7 @@ NVIDIA_ONLY = ("v_pairs", "k_pre", "k_bits_asm", "v_bits", "kv_bits", "v_early_b
                "three_per_sm_split_only")
 # variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
 # where --kv names an fp8 cache
-FP8_ONLY = ("v_pairs", "fused_p16", "pt_no_range", "k_pre", "k_bits", "k_bits_asm", "v_bits",
+FP8_ONLY = ("v_pairs", "v_pairs_tl", "fused_p16", "pt_no_range", "k_pre", "k_bits", "k_bits_asm", "v_bits",
             "kv_bits", "v_early_bits", "k_byte", "v_byte", "kv_byte")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
 CORRECT_OVER = {"k_byte": "fp8e5m2", "v_byte": "fp8e5m2", "kv_byte": "fp8e5m2"}
@@ -963,7 +978,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "merge_empty": dict(merge_kernel=True),
                   "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("v_pairs", "k_pre", "k_bits", "k_bits_asm", "v_early", "splits_first", "merge_kernel",
+CORRECT = ("v_pairs", "v_pairs_tl", "k_pre", "k_bits", "k_bits_asm", "v_early", "splits_first", "merge_kernel",
            "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
            "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
