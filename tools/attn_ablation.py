@@ -401,6 +401,7 @@ def _v_pairs(widen: str) -> list:
 
 VARIANTS["v_pairs"] = _v_pairs(_PAIRS_ASM)
 VARIANTS["v_pairs_tl"] = _v_pairs(_PAIRS_TL)
+VARIANTS["v_pairs_k_pre"] = VARIANTS["v_pairs"] + VARIANTS["k_pre"]
 
 
 # the split's partials to global memory and the last arrival's merge
@@ -960,14 +961,14 @@ def timeline_summary(records, programs: int) -> dict:
 CLOSE = {"fused_p16": 3e-2, "pv_apart": 3e-2, "v_bits": 3e-2, "kv_bits": 3e-2, "v_early_bits": 3e-2,
          "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("v_pairs", "k_pre", "k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "v_byte",
-               "kv_byte", "cluster_merge", "timeline", "prefetch_l2", "two_per_sm",
-               "first_prefetch", "bulk_prefetch", "three_per_sm", "two_per_sm_split_only",
-               "three_per_sm_split_only")
+NVIDIA_ONLY = ("v_pairs", "v_pairs_k_pre", "k_pre", "k_bits_asm", "v_bits", "kv_bits",
+               "v_early_bits", "v_byte", "kv_byte", "cluster_merge", "timeline", "prefetch_l2",
+               "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm",
+               "two_per_sm_split_only", "three_per_sm_split_only")
 # variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
 # where --kv names an fp8 cache
-FP8_ONLY = ("v_pairs", "v_pairs_tl", "fused_p16", "pt_no_range", "k_pre", "k_bits", "k_bits_asm", "v_bits",
-            "kv_bits", "v_early_bits", "k_byte", "v_byte", "kv_byte")
+FP8_ONLY = ("v_pairs", "v_pairs_tl", "v_pairs_k_pre", "fused_p16", "pt_no_range", "k_pre", "k_bits",
+            "k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "k_byte", "v_byte", "kv_byte")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
 CORRECT_OVER = {"k_byte": "fp8e5m2", "v_byte": "fp8e5m2", "kv_byte": "fp8e5m2"}
 # name -> launch options a variant adds
@@ -978,8 +979,8 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "merge_empty": dict(merge_kernel=True),
                   "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("v_pairs", "v_pairs_tl", "k_pre", "k_bits", "k_bits_asm", "v_early", "splits_first", "merge_kernel",
-           "scratch_pick", "gather_pick", "packed_pick",
+CORRECT = ("v_pairs", "v_pairs_tl", "v_pairs_k_pre", "k_pre", "k_bits", "k_bits_asm", "v_early",
+           "splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
            "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
 
