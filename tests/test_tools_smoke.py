@@ -122,15 +122,18 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
 
 def test_attn_ablation_over_an_fp8_cache_widens_it_other_ways(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--kv",
-                "fp8e4m3", "--variants", "base,k_bits,k_byte,fused_p16,v_pairs_tl"])
+                "fp8e4m3", "--variants", "base,k_bits,k_byte,fused_p16,v_pairs_tl,k_pairs_tl"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     assert {k.split(" ")[-1] for k in report[0]["us"]} >= {"base", "k_bits", "k_byte",
-                                                           "fused_p16", "v_pairs_tl"}
-    # K widened by integer ops and V read as 16-bit pairs (two half-column products): the
-    # kernel's bits (k_byte is wrong for e4m3: timing only)
+                                                           "fused_p16", "v_pairs_tl",
+                                                           "k_pairs_tl"}
+    # K widened by integer ops, V read as 16-bit pairs (two half-column products): the
+    # kernel's bits; K read as 16-bit pairs (q's columns split to match): within its bound
+    # (k_byte is wrong for e4m3: timing only)
     checks = {k.split(" ")[-1]: v for k, v in report[0]["same_bits"].items()}
-    assert checks == {"k_bits": True, "fused_p16": True, "v_pairs_tl": True}, checks
+    assert checks == {"k_bits": True, "fused_p16": True, "v_pairs_tl": True,
+                      "k_pairs_tl": True}, checks
 
 
 def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):

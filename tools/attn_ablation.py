@@ -399,9 +399,62 @@ def _v_pairs(widen: str) -> list:
          "                        + tl.arange(0, D // 2)[None, :], slot,", 1)]
 
 
+# K of an e4m3 cache read as 16-bit pairs too: as the scores' operand Triton loads such a tile
+# by ldmatrix (d contiguous), a thread holding the pairs c and c + 1 (c even: bytes 2c .. 2c + 3
+# of a key) widens their low and high halves by one pair conversion each, into K's elements
+# 2c, 2c + 1 of one product ("lo", element c and c + 1) and 2c + 2, 2c + 3 of another ("hi"):
+# q's columns split the same way once (lo: 4m, 4m + 1; hi: 4m + 2, 4m + 3), the scores the sum
+# of the two products. No register moves for the fp8 operand's order; the sum over d in another
+# order (not the same bits: within the variant's bound).
+_K_PAIRS_PTX = ("{ .reg .b16 a, b; mov.b32 {a, b}, $2; cvt.rn.f16x2.e4m3x2 $0, a; "
+                "cvt.rn.f16x2.e4m3x2 $1, b; }")
+_Q_SPLIT = ("    q4 = tl.reshape(q, [GP, D // 4, 2, 2])\n"
+            "    q_lo, q_hi = tl.split(tl.permute(q4, (0, 1, 3, 2)))\n"
+            "    q = (tl.reshape(q_lo, [GP, D // 2]), tl.reshape(q_hi, [GP, D // 2]))\n")
+
+
+def _k_pairs(widen: str) -> list:
+    """The split kernel with K read as 16-bit pairs, widened by ``widen`` (source lines making
+    ``lo`` and ``hi`` of ``w``)."""
+    return [
+        ("    q, sm_scale = _products_operand(q, sm_scale, DOT)\n",
+         "    q, sm_scale = _products_operand(q, sm_scale, DOT)\n" + _Q_SPLIT, 1),
+        (_K_TMA + "    else:\n" + _K_LOAD + "    if DOT == \"tf32x3\":\n"
+         "        s = tl.dot(q, tl.trans(k), input_precision=\"tf32x3\")\n    else:\n"
+         "        s = tl.dot(q, tl.trans(k))\n",
+         "        pass\n    w = tl.load(base.to(tl.pointer_type(tl.int16)) + offs_t[:, None]"
+         " * (stride_kt // 2)\n                + tl.arange(0, D // 2)[None, :])\n" + widen
+         + "    s = tl.dot(q[1], tl.trans(hi), tl.dot(q[0], tl.trans(lo)))\n", 1),
+        ("    v = _widened(v, q.dtype, FP8_PTX)\n    if q.dtype == tl.float16:",
+         "    v = _widened(v, q[0].dtype, FP8_PTX)\n    if q[0].dtype == tl.float16:", 1),
+        ("            pv = tl.dot(p.to(q.dtype), v)\n    acc =",
+         "            pv = tl.dot(p.to(q[0].dtype), v)\n    acc =", 1)]
+
+
+# (the same pairs by Triton's ops, in the order the pair conversions give: the interpreter)
+_K_PAIRS_TL = (
+    "    w2 = tl.reshape(w, [w.shape[0], w.shape[1] // 2, 2])\n"
+    "    w_even, w_odd = tl.split(w2)\n"
+    "    lo = tl.reshape(tl.join(_byte_of(w_even, 0), _byte_of(w_even, 8)), w.shape)\n"
+    "    hi = tl.reshape(tl.join(_byte_of(w_odd, 0), _byte_of(w_odd, 8)), w.shape)\n")
+_BYTE_OF = """
+
+@triton.jit
+def _byte_of(w, shift: tl.constexpr):
+    \"\"\"The e4m3 byte at ``shift`` of each 16-bit pair, as fp16.\"\"\"
+    return ((w >> shift) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+
+"""
+VARIANTS["k_pairs"] = _k_pairs(
+    "    lo, hi = tl.inline_asm_elementwise(" + repr(_K_PAIRS_PTX) + ", \"=r,=r,r\", [w],\n"
+    "                                       dtype=(tl.float16, tl.float16), is_pure=True,"
+    " pack=2)\n")
+VARIANTS["k_pairs_tl"] = [(_DEF_KEY, _BYTE_OF + _DEF_KEY, 1)] + _k_pairs(_K_PAIRS_TL)
 VARIANTS["v_pairs"] = _v_pairs(_PAIRS_ASM)
 VARIANTS["v_pairs_tl"] = _v_pairs(_PAIRS_TL)
 VARIANTS["v_pairs_k_pre"] = VARIANTS["v_pairs"] + VARIANTS["k_pre"]
+# (v_pairs' V block has no q.dtype left for k_pairs' last two edits to rename)
+VARIANTS["kv_pairs"] = VARIANTS["v_pairs"] + VARIANTS["k_pairs"][:2]
 
 
 # the split's partials to global memory and the last arrival's merge
@@ -958,17 +1011,19 @@ def timeline_summary(records, programs: int) -> dict:
 
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
-CLOSE = {"fused_p16": 3e-2, "pv_apart": 3e-2, "v_bits": 3e-2, "kv_bits": 3e-2, "v_early_bits": 3e-2,
+CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "kv_pairs": 3e-2, "fused_p16": 3e-2,
+         "pv_apart": 3e-2, "v_bits": 3e-2, "kv_bits": 3e-2, "v_early_bits": 3e-2,
          "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("v_pairs", "v_pairs_k_pre", "k_pre", "k_bits_asm", "v_bits", "kv_bits",
-               "v_early_bits", "v_byte", "kv_byte", "cluster_merge", "timeline", "prefetch_l2",
-               "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm",
+NVIDIA_ONLY = ("k_pairs", "kv_pairs", "v_pairs", "v_pairs_k_pre", "k_pre", "k_bits_asm", "v_bits",
+               "kv_bits", "v_early_bits", "v_byte", "kv_byte", "cluster_merge", "timeline",
+               "prefetch_l2", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm",
                "two_per_sm_split_only", "three_per_sm_split_only")
 # variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
 # where --kv names an fp8 cache
-FP8_ONLY = ("v_pairs", "v_pairs_tl", "v_pairs_k_pre", "fused_p16", "pt_no_range", "k_pre", "k_bits",
-            "k_bits_asm", "v_bits", "kv_bits", "v_early_bits", "k_byte", "v_byte", "kv_byte")
+FP8_ONLY = ("k_pairs", "k_pairs_tl", "kv_pairs", "v_pairs", "v_pairs_tl", "v_pairs_k_pre",
+            "fused_p16", "pt_no_range", "k_pre", "k_bits", "k_bits_asm", "v_bits", "kv_bits",
+            "v_early_bits", "k_byte", "v_byte", "kv_byte")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
 CORRECT_OVER = {"k_byte": "fp8e5m2", "v_byte": "fp8e5m2", "kv_byte": "fp8e5m2"}
 # name -> launch options a variant adds
