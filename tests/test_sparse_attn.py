@@ -673,6 +673,69 @@ def test_tma_launch_loads_by_pointers_where_the_cache_is_not_addressable(monkeyp
     assert made == []
 
 
+def test_v_pairs_of_each_cache_and_where_they_cannot_be_read():
+    """An fp8 cache's V is read as 16-bit pairs under 16-bit products in both layouts (odd
+    strides of one-element dimensions address nothing), and as it is with fp32 q, a 16-bit
+    cache, a base off the 16-byte granule, an odd token or page stride, d not contiguous."""
+    e4m3, bf16 = torch.float8_e4m3fn, torch.bfloat16
+    q = torch.zeros((1, 8, 64), dtype=bf16)
+    five = torch.zeros((3, 2, BLOCK, 2, 64), dtype=e4m3)
+    hnd = torch.zeros((3, 2, BLOCK, 128), dtype=torch.float8_e5m2)
+    nhd = torch.zeros((3, BLOCK, 2, 128), dtype=e4m3).permute(0, 2, 1, 3)
+    one_head = torch.zeros((1, 2, BLOCK, 1, 64), dtype=e4m3).as_strided(
+        (1, 2, BLOCK, 1, 64), (7, BLOCK * 64, 64, 3, 1))
+    for cache in (five, hnd, nhd, one_head):
+        assert sk.v_pairs(q, cache, 64) and sk.v_pairs(q.half(), cache, 64)
+    assert not sk.v_pairs(q.float(), five, 64)
+    assert not sk.v_pairs(q, five.to(bf16), 64)
+    wide = torch.zeros((3, 2, BLOCK, 2, 65), dtype=e4m3)
+    flat = torch.zeros(five.numel() + 16, dtype=e4m3)
+    for name, cache in (("base 2 bytes past a granule", flat[2:2 + five.numel()].view(
+                            five.shape)),
+                        ("odd token and page strides", wide[..., :64]),
+                        ("d not contiguous", torch.zeros((3, 2, BLOCK, 2, 128),
+                                                         dtype=e4m3)[..., ::2])):
+        assert not sk.v_pairs(q, cache, 64), name
+
+
+@pytest.mark.parametrize("kv_dtype,q_dtype,scales", [
+    (FP8["e4m3"], torch.bfloat16, "none"), (FP8["e4m3"], torch.float16, "scalar"),
+    (FP8["e5m2"], torch.bfloat16, "per_token")])
+def test_fp8_v_read_as_pairs_gives_the_bits_of_the_plain_read(kv_dtype, q_dtype, scales,
+                                                               monkeypatch):
+    """V read as 16-bit pairs (two products of half the columns each) gives the bits of the
+    same launch over a copy of the cache that cannot be read so (its base one byte past a
+    granule): one split, several (64-key tiles; Q 2) and tma."""
+    case, pos = decode_case([270, 129, 0], Q=2, Hkv=2, G=4, layout="hnd", kv_dtype=kv_dtype,
+                            q_dtype=q_dtype, seed=67)
+    kw = {}
+    if scales == "scalar":
+        kw = dict(k_scale=torch.tensor(0.75, device=DEVICE), v_scale=torch.tensor(1.25,
+                                                                                 device=DEVICE))
+    elif scales == "per_token":
+        slots = case["kv"].shape[0] * BLOCK
+        g = torch.Generator().manual_seed(5)
+        kw = dict(k_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE),
+                  v_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE))
+    kv = case["kv"]
+    shifted = torch.zeros(kv.numel() + 1, dtype=kv.dtype, device=DEVICE)
+    shifted[1:] = kv.flatten()
+    taken = []
+    monkeypatch.setattr(sk, "v_pairs", lambda *a, f=sk.v_pairs: taken.append(f(*a)) or taken[-1])
+    for launch in (dict(splits=1), dict(splits=4, kv_tile=64), dict(splits=2, tma=True)):
+        got = []
+        for cache in (kv, shifted[1:].view(kv.shape)):
+            out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
+            got.append(sa.sparse_attn_with_launch(dict(launch, num_warps=4, num_stages=2),
+                                                  "decode", **dict(case, kv=cache),
+                                                  output=out, **kw))
+        assert taken[-2:] == [True, False], launch
+        assert torch.equal(got[0], got[1]), launch
+    ref = ref_sparse_attn(case["q"], kv, case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"], **kw)
+    check(got[0], ref)
+
+
 def test_strided_arguments_equal_the_contiguous_call():
     case, pos = decode_case([300, 140], Q=2, Hkv=2, G=8, seed=17)
     want = run_decode(case, torch.float32)

@@ -122,18 +122,15 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
 
 def test_attn_ablation_over_an_fp8_cache_widens_it_other_ways(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--kv",
-                "fp8e4m3", "--variants", "base,k_bits,k_byte,fused_p16,v_pairs_tl,k_pairs_tl"])
+                "fp8e4m3", "--variants", "base,k_bits,k_byte,k_pairs_tl,no_kv"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     assert {k.split(" ")[-1] for k in report[0]["us"]} >= {"base", "k_bits", "k_byte",
-                                                           "fused_p16", "v_pairs_tl",
-                                                           "k_pairs_tl"}
-    # K widened by integer ops, V read as 16-bit pairs (two half-column products): the
-    # kernel's bits; K read as 16-bit pairs (q's columns split to match): within its bound
-    # (k_byte is wrong for e4m3: timing only)
+                                                           "k_pairs_tl", "no_kv"}
+    # K widened by integer ops: the kernel's bits; K read as 16-bit pairs (q's columns split
+    # to match): within its bound (k_byte is wrong for e4m3, no_kv for any cache: timing only)
     checks = {k.split(" ")[-1]: v for k, v in report[0]["same_bits"].items()}
-    assert checks == {"k_bits": True, "fused_p16": True, "v_pairs_tl": True,
-                      "k_pairs_tl": True}, checks
+    assert checks == {"k_bits": True, "k_pairs_tl": True}, checks
 
 
 def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
@@ -483,12 +480,10 @@ def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_bac
         not timeline["barrier.cluster"]
     assert facts["ptx"]["bulk_prefetch"]["cp.async.bulk.prefetch.L2"] >= 2 and \
         not merge["cp.async.bulk.prefetch.L2"]
-    # an e4m3 tile widened by byte moves has no pair conversion left; by integer ops, V's
-    # conversions are gone and K's remain
-    assert facts["ptx"]["kv_byte"]["cvt.rn.f16x2.e4m3x2"] == 0 and \
-        facts["ptx"]["kv_byte"]["prmt.b32"] > 0
-    assert facts["ptx"]["kv_bits"]["cvt.rn.f16x2.e4m3x2"] == 0
-    assert 0 < facts["ptx"]["v_bits"]["cvt.rn.f16x2.e4m3x2"] and facts["ptx"]["v_bits"]["prmt.b32"]
+    # an e4m3 K tile widened by integer ops has no pair conversion left, V's pairs keep
+    # theirs (and their permutes); K read as pairs converts by the pair too
+    k_bits, k_pairs = (facts["ptx"][n]["cvt.rn.f16x2.e4m3x2"] for n in ("k_bits_asm", "k_pairs"))
+    assert 0 < k_bits < k_pairs and facts["ptx"]["k_bits_asm"]["prmt.b32"] > 0
     # µs from the first start; the last program to end and its phases
     assert facts["timeline"] == {
         "programs": 3, "sms": 2, "programs_per_sm": [1, 2], "start_median_max": [0.5, 1.0],

@@ -34,15 +34,16 @@ with the listed blocks packed together in the cache.
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base \
         --launch "splits=1,head_split=4,num_warps=8;splits=2,head_split=2"
         # other launches beside the table's (unset: 4 warps, 2 stages, whole blocks)
-    python3 tools/attn_ablation.py OUTDIR --rows copy --table --kv fp8e4m3 \
-        --variants base,v_bits,k_bits_asm,kv_bits,kv_byte
-        # an fp8 cache (bench_attn's --kv): its pair conversions done other ways
+    python3 tools/attn_ablation.py OUTDIR --rows bench32k --table --kv fp8e4m3 \
+        --variants base,k_bits_asm,k_pairs --launch "splits=1,num_stages=3"
+        # an fp8 cache (bench_attn's --kv): its K tile widened other ways
 
 ``--kv DTYPE[:SCALES]`` runs the rows over a cache of that dtype and scales (bench_attn's
-option; the plain read counts its bytes). `k_bits`, `k_bits_asm`, `v_bits`, `kv_bits` widen an
-e4m3 K and / or V tile by integer ops (its byte as an fp16's high byte, exponent and mantissa
-shifted right by one: its value × 2^-8, given back after the products; the same bits but for
-NaN); `*_byte` only move the byte (e5m2's exact widening; timing only over e4m3).
+option; the plain read counts its bytes). `k_bits`, `k_bits_asm` widen an e4m3 K tile by
+integer ops (its byte as an fp16's high byte, exponent and mantissa shifted right by one: its
+value × 2^-8, given back after the product; the same bits but for NaN); `k_byte` only moves
+the byte (e5m2's exact widening; timing only over e4m3); `k_pairs` reads K as 16-bit pairs,
+as the kernel reads V (`k_pairs_tl`: the same by Triton's ops, for the interpreter).
 """
 import importlib.util
 import json
@@ -69,7 +70,8 @@ from tune.measure import interleave  # noqa: E402
 # (the kernel's test for a row that saw a key)
 SEEN = ("    # l = 0 only where no key was visible; a NaN score leaves l NaN, which propagates\n"
         "    seen = l_i != 0.0\n")
-LOOP_END = "            sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX)\n" + SEEN
+LOOP_END = ("            sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX, V_PAIRS)\n"
+            + SEEN)
 VARIANTS = {
     "base": [],
     # the last arrival does not merge (the output is wrong: timing only)
@@ -80,8 +82,10 @@ VARIANTS = {
     # no K/V memory traffic (zeros of the tile's shape instead of the cache)
     "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
                "    k = tl.zeros_like(kv_offs).to(q.dtype)\n", 1),
-              ("    v = tl.load(base + v_off + kv_offs)\n",
-               "    v = tl.zeros_like(kv_offs).to(q.dtype)\n", 1)],
+              ("            v = tl.load(base + v_off + v_offs)\n",
+               "            v = tl.zeros_like(v_offs).to(q.dtype)\n"),  # (both branches)
+              ("            w = tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + v_offs)\n",
+               "            w = tl.zeros_like(v_offs).to(tl.int16)\n", 1)],
     # one grid axis with the splits fastest (a row's splits start together; a correct
     # kernel: compare times). −0.24 to +1.07 µs against base on 2026-12-01 (GPU-83c98272)
     "splits_first": [("    pair = tl.program_id(0) // HS\n",
@@ -235,15 +239,9 @@ def _e4m3_bits(x):
 
 
 @triton.jit
-def _e4m3_bits_v(x):
-    \"\"\"As `_e4m3_bits` for a V tile, by inline PTX before its trip through shared memory.\"\"\"
-    return tl.inline_asm_elementwise(PTX, "=r,=r,r", [x], dtype=tl.float16, is_pure=False,
-                                     pack=4)
-
-
-@triton.jit
 def _e4m3_bits_k(x):
-    \"\"\"As `_e4m3_bits_v`, pure: Triton may convert after the K tile's shared-memory load.\"\"\"
+    \"\"\"As `_e4m3_bits` by inline PTX, pure: Triton may convert after the tile's
+    shared-memory load.\"\"\"
     return tl.inline_asm_elementwise(PTX, "=r,=r,r", [x], dtype=tl.float16, is_pure=True,
                                      pack=4)
 
@@ -254,16 +252,7 @@ def _byte_high(x):
     return (x.to(tl.uint8, bitcast=True).to(tl.uint16) << 8).to(tl.float16, bitcast=True)
 
 
-@triton.jit
-def _byte_high_v(x):
-    \"\"\"As `_byte_high` by inline PTX before the V tile's trip through shared memory.\"\"\"
-    return tl.inline_asm_elementwise(
-        "{ .reg .b32 z; mov.b32 z, 0; prmt.b32 $0, $2, z, 0x1404; "
-        "prmt.b32 $1, $2, z, 0x3424; }",
-        "=r,=r,r", [x], dtype=tl.float16, is_pure=False, pack=4)
-
 """.replace("PTX,", repr(_E4M3_BITS_PTX) + ",")
-_WIDEN_V = "    v = _widened(v, q.dtype, FP8_PTX)\n"
 _K_TMA = "        k = _tma_tile(kv_desc, page, 0, t0, kv_head, offs_t.shape[0], D).to(q.dtype)\n"
 _K_LOAD = "        k = tl.load(base + kv_offs).to(q.dtype)\n"
 _DEF_KEY = "@triton.jit\ndef _key_scores("
@@ -278,72 +267,17 @@ def _k_edits(fn, scale):
             ("    s = s * sm_scale\n", f"    s = s * (sm_scale * {scale})\n", 1)]
 
 
-def _v_edits(fn, scale):
-    """V widened by ``fn``; the products times ``scale`` (its 2^8) after the product."""
-    return [(_WIDEN_V, f"    v = {fn}(v)\n", 1),
-            ("    acc = acc * alpha[:, None] + pv\n",
-             f"    acc = acc * alpha[:, None] + pv * {scale}\n", 1)]
-
-
-# K widened as V is (the opaque pair conversion, before its trip through shared memory): then
-# read by ldmatrix as a 16-bit tile, where Triton's cast after the fp8 tile's LDS.64 loads
-# needs ~90 register moves a step to put the pairs in the products' operand order (sm_90, one
-# split at three stages: 814 instructions a step against 843, 16 moves, 16 more STS and LDSM
-# each, 2 more barriers; not yet timed)
-VARIANTS["k_pre"] = [
-    (_K_TMA, _K_TMA.replace(".to(q.dtype)", "").replace("k = ", "k = _widened(")
-     .replace("D)\n", "D), q.dtype, True)\n"), 1),
-    (_K_LOAD, "        k = _widened(tl.load(base + kv_offs), q.dtype, True)\n", 1)]
 VARIANTS["k_bits"] = _k_edits("_e4m3_bits", 256.0)
 VARIANTS["k_bits_asm"] = _k_edits("_e4m3_bits_k", 256.0)
-VARIANTS["v_bits"] = [(_DEF_KEY, _E4M3_BITS + _DEF_KEY, 1)] + _v_edits("_e4m3_bits_v", 256.0)
-VARIANTS["kv_bits"] = _k_edits("_e4m3_bits", 256.0) + _v_edits("_e4m3_bits_v", 256.0)
 VARIANTS["k_byte"] = _k_edits("_byte_high", 1.0)
-VARIANTS["v_byte"] = [(_DEF_KEY, _E4M3_BITS + _DEF_KEY, 1)] + _v_edits("_byte_high_v", 1.0)
-VARIANTS["kv_byte"] = _k_edits("_byte_high", 1.0) + _v_edits("_byte_high_v", 1.0)
 
 
-# P·V apart from the running output in bf16 (as the fp16 probabilities' product is): from
-# zeros, then added (acc · alpha + pv in fp32), instead of acc · alpha as the product's
-# accumulator (Triton's fusion: its tensor-core steps wait for alpha). p halved before its cast
-# and the product doubled keep the values (not the bits: the accumulator's alignment differs).
-# 2026-12-03, GPU-4b887a57: fp8 e4m3 (then fused) 32/2 R128 Q1 52.64 -> 48.32
-# µs, 32/2 R32 -0.5 %, 16/1 R32 +1 %; bf16 -0.8 to +1.9 % (32/2, 16/1, 8/1 R32).
-VARIANTS["pv_apart"] = [
-    ("            pv = tl.dot(p.to(q.dtype), v)\n    acc =",
-     "            pv = tl.dot((p * 0.5).to(q.dtype), v) * 2.0\n    acc =", 1)]
 # Per-token V scales without their per-step range (timing only: fp16 probabilities times the
 # scales as they are): the most a range taken once per program could save. 2026-12-03,
 # GPU-e5d08128: 32/2 R128 Q1 57.50 -> 54.30 µs, 32/2 R32 22.29 -> 21.25, 16/1 R32 15.94 -> 15.18
 VARIANTS["pt_no_range"] = [
     ("            into, back = _fp16_range(tl.max(tl.abs(v_scale), axis=0))\n",
      "            into, back = 1.0, 1.0\n", 1)]
-# fp16 probabilities as they are, P·V with acc · alpha as its accumulator (the kernel before
-# 2026-12-03's 2^14 scaling: the same bits as it)
-VARIANTS["fused_p16"] = [
-    ("            pv = tl.dot((p * _P16_SCALE).to(tl.float16), v) * _P16_BACK\n",
-     "            pv = tl.dot(p.to(tl.float16), v)\n", 1)]
-# The V tile loaded (and widened) before the scores' product, so that its trip through shared
-# memory overlaps the product and the softmax (the same bits).
-_V_BLOCK = ("    if TMA:\n        v = _tma_tile(kv_desc, page, 1, t0, kv_head, s.shape[1], "
-            "acc.shape[1])\n    else:\n        v = tl.load(base + v_off + kv_offs)\n"
-            "    v = _widened(v, q.dtype, FP8_PTX)\n")
-VARIANTS["v_early"] = [
-    ("def _fold_scores(q, m_i, l_i, acc, s, base,",
-     "def _fold_scores(q, m_i, l_i, acc, s, v_in, base,", 1),
-    (_V_BLOCK, "    v = v_in\n", 1),
-    ("    return _fold_scores(q, m_i, l_i, acc, s, base,",
-     "    return _fold_scores(q, m_i, l_i, acc, s, v_in, base,", 1),
-    ("    s, base, kv_offs, slot = _key_scores(q, page, offs_t,",
-     "    if TMA:\n        v_in = _tma_tile(kv_desc, page, 1, t0, kv_head, BLOCK_N, D)\n"
-     "    else:\n        v_in = tl.load(kv_ptr + page.to(tl.int64) * stride_kp + head_off + v_off"
-     "\n                       + offs_t[:, None] * stride_kt"
-     " + tl.arange(0, D)[None, :] * stride_kd)"
-     "\n    v_in = _widened(v_in, q.dtype, FP8_PTX)\n"
-     "    s, base, kv_offs, slot = _key_scores(q, page, offs_t,", 1)]
-VARIANTS["v_early_bits"] = [(_DEF_KEY, _E4M3_BITS + _DEF_KEY, 1)] + [
-    (old, new.replace("_widened(v_in, q.dtype, FP8_PTX)", "_e4m3_bits_v(v_in)"), n)
-    for old, new, n in VARIANTS["v_early"]] + _v_edits("_e4m3_bits_v", 256.0)[1:]
 
 
 # The splits of a (row, KV head) as one thread-block cluster: grid (splits, pairs), clusters
@@ -361,45 +295,7 @@ def _source_block(first: str, last: str) -> str:
     return "".join(lines[i:j + 1])
 
 
-# V of an e4m3 cache read as 16-bit pairs (V[k, 2c], V[k, 2c + 1]): as a P·V operand Triton
-# loads them by ldmatrix.trans, so a thread holds the pairs of keys k and k + 1, which one
-# permute and two pair conversions (pure inline PTX, done after that load) turn into the
-# operand registers of columns 2c and 2c + 1: two products of half the columns (even, odd),
-# two running outputs (a tuple), joined once after the loop. No fp16 copy of V goes through
-# shared memory. Pointer loads (TMA tiles keep K only); the same bits expected (`v_pairs_tl`,
-# the pairs widened by Triton's ops instead, gives them on the interpreter).
-_PAIRS_PTX = ("{ .reg .b32 t; .reg .b16 a, b; mov.b32 t, 0; prmt.b32 t, $2, t, 0x3120; "
-              "mov.b32 {a, b}, t; cvt.rn.f16x2.e4m3x2 $0, a; cvt.rn.f16x2.e4m3x2 $1, b; }")
-_PAIRS_ASM = ("    lo, hi = tl.inline_asm_elementwise(" + repr(_PAIRS_PTX) + ", \"=r,=r,r\", [w],\n"
-              "                                       dtype=(tl.float16, tl.float16),"
-              " is_pure=True, pack=2)\n")
-# (the same pairs widened by Triton's ops: the interpreter checks the rest of the variant)
-_PAIRS_TL = ("    lo = (w & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)\n"
-             "    hi = ((w >> 8) & 0xFF).to(tl.uint8).to(tl.float8e4nv, bitcast=True)"
-             ".to(tl.float16)\n")
-
-
-def _v_pairs(widen: str) -> list:
-    """The split kernel with V read as 16-bit pairs, each pair of keys widened by ``widen``
-    (source lines making ``lo`` and ``hi`` of ``w``)."""
-    return [
-        ("    if TMA:\n" + _source_block("        v = _tma_tile(kv_desc, page, 1,",
-                                        "    acc = acc * alpha[:, None] + pv"),
-         "    w = tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + kv_offs)\n" + widen
-         + "    p16 = (p * _P16_SCALE).to(tl.float16)\n"
-         "    acc = (acc[0] * alpha[:, None] + tl.dot(p16, lo) * _P16_BACK,\n"
-         "           acc[1] * alpha[:, None] + tl.dot(p16, hi) * _P16_BACK)\n", 1),
-        ("    acc = tl.zeros([GP, D], tl.float32)\n",
-         "    acc = (tl.zeros([GP, D // 2], tl.float32), tl.zeros([GP, D // 2], tl.float32))\n",
-         1),
-        (SEEN, "    acc = tl.reshape(tl.join(acc[0], acc[1]), [GP, D])\n" + SEEN, 1),
-        # (the split kernel's V offsets as 16-bit pairs: d contiguous, even token strides)
-        ("    return _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot,",
-         "    return _fold_scores(q, m_i, l_i, acc, s, base, offs_t[:, None] * (stride_kt // 2)\n"
-         "                        + tl.arange(0, D // 2)[None, :], slot,", 1)]
-
-
-# K of an e4m3 cache read as 16-bit pairs too: as the scores' operand Triton loads such a tile
+# K of an e4m3 cache read as 16-bit pairs (as the kernel reads V): as the scores' operand Triton loads such a tile
 # by ldmatrix (d contiguous), a thread holding the pairs c and c + 1 (c even: bytes 2c .. 2c + 3
 # of a key) widens their low and high halves by one pair conversion each, into K's elements
 # 2c, 2c + 1 of one product ("lo", element c and c + 1) and 2c + 2, 2c + 3 of another ("hi"):
@@ -425,10 +321,8 @@ def _k_pairs(widen: str) -> list:
          "        pass\n    w = tl.load(base.to(tl.pointer_type(tl.int16)) + offs_t[:, None]"
          " * (stride_kt // 2)\n                + tl.arange(0, D // 2)[None, :])\n" + widen
          + "    s = tl.dot(q[1], tl.trans(hi), tl.dot(q[0], tl.trans(lo)))\n", 1),
-        ("    v = _widened(v, q.dtype, FP8_PTX)\n    if q.dtype == tl.float16:",
-         "    v = _widened(v, q[0].dtype, FP8_PTX)\n    if q[0].dtype == tl.float16:", 1),
-        ("            pv = tl.dot(p.to(q.dtype), v)\n    acc =",
-         "            pv = tl.dot(p.to(q[0].dtype), v)\n    acc =", 1)]
+        ("    if q.dtype == tl.float16:\n        # fp16 probabilities",
+         "    if q[0].dtype == tl.float16:\n        # fp16 probabilities", 1)]
 
 
 # (the same pairs by Triton's ops, in the order the pair conversions give: the interpreter)
@@ -450,11 +344,6 @@ VARIANTS["k_pairs"] = _k_pairs(
     "                                       dtype=(tl.float16, tl.float16), is_pure=True,"
     " pack=2)\n")
 VARIANTS["k_pairs_tl"] = [(_DEF_KEY, _BYTE_OF + _DEF_KEY, 1)] + _k_pairs(_K_PAIRS_TL)
-VARIANTS["v_pairs"] = _v_pairs(_PAIRS_ASM)
-VARIANTS["v_pairs_tl"] = _v_pairs(_PAIRS_TL)
-VARIANTS["v_pairs_k_pre"] = VARIANTS["v_pairs"] + VARIANTS["k_pre"]
-# (v_pairs' V block has no q.dtype left for k_pairs' last two edits to rename)
-VARIANTS["kv_pairs"] = VARIANTS["v_pairs"] + VARIANTS["k_pairs"][:2]
 
 
 # the split's partials to global memory and the last arrival's merge
@@ -581,8 +470,10 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
 @triton.jit
 def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr,
                  scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
-                 DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr):
-    # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range)
+                 DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
+                 V_PAIRS: tl.constexpr):
+    # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range,
+    # no V pairs)
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = tl.exp2((m_i - shift) * _LOG2E)
@@ -605,12 +496,12 @@ def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr,
 VARIANTS["keys_rows"] = [
     (_source_block("def _key_scores(", "    return m_new, l_i, acc") + "\n\n",
      KEYS_ROWS_FUNCTIONS.split("@triton.jit\n", 1)[1]),
-    ("    s = tl.where(visible[None, :], s, float(\"-inf\"))\n    return _fold_scores",
-     "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    return _fold_scores"),
-    ("    acc = tl.zeros([GP, D], tl.float32)\n    ids_ptr",
+    ("    s = tl.where(visible[None, :], s, float(\"-inf\"))\n    v_offs",
+     "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    v_offs"),
+    ("    acc = _output_zeros(GP, D, V_PAIRS)\n    ids_ptr",
      "    acc = tl.zeros([D, GP], tl.float32)\n    q = tl.trans(q)\n    ids_ptr"),
-    ("SCALES, DOT, TMA, FP8_PTX)\n" + SEEN + "    o = acc / tl.where(seen, l_i, 1.0)[:, None]\n",
-     "SCALES, DOT, TMA, FP8_PTX)\n" + SEEN
+    (LOOP_END + "    o = _output_joined(acc, V_PAIRS) / tl.where(seen, l_i, 1.0)[:, None]\n",
+     LOOP_END
      + "    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
 ]
 # The G query lanes padded to 64 instead of 16: both products become warpgroup products
@@ -674,7 +565,7 @@ VARIANTS["warp_splits"] = [
     ("@triton.jit\ndef _attend_block(", WARP_SPLITS_BLOCK + "@triton.jit\ndef _attend_block("),
     ("    m_i = tl.full([GP], float(\"-inf\"), tl.float32)\n"
      "    l_i = tl.zeros([GP], tl.float32)\n"
-     "    acc = tl.zeros([GP, D], tl.float32)\n",
+     "    acc = _output_zeros(GP, D, V_PAIRS)\n",
      "    WS: tl.constexpr = 4\n"
      "    q = tl.broadcast_to(q[None, :, :], [WS, GP, D])\n"
      "    m_i = tl.full([WS, GP], float(\"-inf\"), tl.float32)\n"
@@ -1011,21 +902,17 @@ def timeline_summary(records, programs: int) -> dict:
 
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
-CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "kv_pairs": 3e-2, "fused_p16": 3e-2,
-         "pv_apart": 3e-2, "v_bits": 3e-2, "kv_bits": 3e-2, "v_early_bits": 3e-2,
+CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2,
          "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("k_pairs", "kv_pairs", "v_pairs", "v_pairs_k_pre", "k_pre", "k_bits_asm", "v_bits",
-               "kv_bits", "v_early_bits", "v_byte", "kv_byte", "cluster_merge", "timeline",
+NVIDIA_ONLY = ("k_pairs", "k_bits_asm", "cluster_merge", "timeline",
                "prefetch_l2", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm",
                "two_per_sm_split_only", "three_per_sm_split_only")
 # variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
 # where --kv names an fp8 cache
-FP8_ONLY = ("k_pairs", "k_pairs_tl", "kv_pairs", "v_pairs", "v_pairs_tl", "v_pairs_k_pre",
-            "fused_p16", "pt_no_range", "k_pre", "k_bits", "k_bits_asm", "v_bits", "kv_bits",
-            "v_early_bits", "k_byte", "v_byte", "kv_byte")
+FP8_ONLY = ("k_pairs", "k_pairs_tl", "pt_no_range", "k_bits", "k_bits_asm", "k_byte")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
-CORRECT_OVER = {"k_byte": "fp8e5m2", "v_byte": "fp8e5m2", "kv_byte": "fp8e5m2"}
+CORRECT_OVER = {"k_byte": "fp8e5m2"}
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
                   "two_per_sm_split_only": dict(merge_kernel=True),
@@ -1034,7 +921,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "merge_empty": dict(merge_kernel=True),
                   "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("v_pairs", "v_pairs_tl", "v_pairs_k_pre", "k_pre", "k_bits", "k_bits_asm", "v_early",
+CORRECT = ("k_bits", "k_bits_asm",
            "splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
            "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")

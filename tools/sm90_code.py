@@ -152,7 +152,7 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
         dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE="decode",
              SCALES=scales, DOT=dot, PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
              MERGE_KERNEL=merge_kernel, LAUNCH_DEPENDENTS=merge_kernel, TMA=tma,
-             TABLE_HELD=256 if table_first else 0, FP8_PTX=fp8,
+             TABLE_HELD=256 if table_first else 0, FP8_PTX=fp8, V_PAIRS=fp8 and q != "fp32",
              **({} if tma else {"kv_desc": None}), stride_qd=1,
              stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1, stride_pl=1),
         div16=("stride_qt", "stride_qh", "stride_kp", "stride_kh", "stride_kt", "v_off",
