@@ -45,7 +45,7 @@ def attention(pdl: str, merge_kernel: bool = False, table_held: int = 0) -> str:
                 dict(G=16, GP=16, D=128, BLOCK_N=128, SPLITS=4, MODE="decode", SCALES="none",
                      DOT="native", PDL=pdl, TOPK_P=16, MERGE_KERNEL=merge_kernel,
                      LAUNCH_DEPENDENTS=merge_kernel, TMA=False, kv_desc=None,
-                     TABLE_HELD=table_held, FP8_PTX=False),
+                     TABLE_HELD=table_held, FP8_PTX=False, V_PAIRS=False),
                 num_warps=4, num_stages=2)
 
 

@@ -47,13 +47,18 @@ def test_sm90_instructions_follow_their_switches():
                                                "prefetch.global.L2": False}
     assert facts["attention_ids_atomic"] and not facts["attention_merge_kernel_atomic"]
     # tma: the K and V tiles come as bulk tensor copies (pipelined: one per stage ahead, waited
-    # on by mbarrier), no per-thread async copy left; by pointers: async copies, no bulk copy
+    # on by mbarrier), no per-thread async copy left; by pointers: async copies, no bulk copy.
+    # An fp8 cache's V is read as 16-bit pairs by pointers either way: half the async copies.
     for cache in ("bf16", "fp8e4m3"):
         got = facts[f"attention_tma_{cache}"]
-        assert got["tma"]["bulk_tensor_copies"] >= 4 and got["tma"]["async_copies"] == 0 \
-            and got["tma"]["mbarrier_waits"] > 0, got
         assert got["pointers"]["bulk_tensor_copies"] == 0 and \
             got["pointers"]["async_copies"] > 0, got
+        assert got["tma"]["mbarrier_waits"] > 0, got
+        if cache == "bf16":
+            assert got["tma"]["bulk_tensor_copies"] >= 4 and got["tma"]["async_copies"] == 0, got
+        else:
+            assert got["tma"]["bulk_tensor_copies"] >= 2 and \
+                2 * got["tma"]["async_copies"] == got["pointers"]["async_copies"], got
     assert facts["merge_pdl"]["griddepcontrol.wait"] and facts["merge_pdl_waits_before_any_load"]
     assert not any(facts["merge_plain"].values())
     assert facts["scorer_dependents"] == {"griddepcontrol.wait": False,
