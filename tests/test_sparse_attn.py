@@ -77,6 +77,20 @@ def check(out, ref, bounds=(MEAN_ABS, MAX_ABS)):
         (float(err.mean()), float(err.max()))
 
 
+def scale_args(case, scales, seed):
+    """k_scale / v_scale keywords of a scale mode over ``case``'s cache: none, one scalar
+    each, or one per (KV head, slot) drawn from ``seed``."""
+    if scales == "scalar":
+        return dict(k_scale=torch.tensor(0.75, device=DEVICE),
+                    v_scale=torch.tensor(1.25, device=DEVICE))
+    if scales == "per_token":
+        slots = case["kv"].shape[0] * BLOCK
+        g = torch.Generator().manual_seed(seed)
+        return dict(k_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE),
+                    v_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE))
+    return {}
+
+
 def run_decode(case, out_dtype=torch.bfloat16, splits=None, **scales):
     out = torch.full(case["q"].shape, float("nan"), dtype=out_dtype, device=DEVICE)
     if splits is None:
@@ -571,15 +585,7 @@ def test_tma_tiles_give_the_pointer_bits(layout, kv_dtype, scales, kv_tile, spli
     q_dtype = torch.float16 if kv_dtype == torch.float16 else torch.bfloat16
     case, pos = decode_case([270, 129, 0], Q=2, Hkv=2, G=4, layout=layout, kv_dtype=kv_dtype,
                             q_dtype=q_dtype, seed=61)
-    kw = {}
-    if scales == "scalar":
-        kw = dict(k_scale=torch.tensor(0.75, device=DEVICE), v_scale=torch.tensor(1.25,
-                                                                                 device=DEVICE))
-    elif scales == "per_token":
-        slots = case["kv"].shape[0] * BLOCK
-        g = torch.Generator().manual_seed(3)
-        kw = dict(k_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE),
-                  v_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE))
+    kw = scale_args(case, scales, seed=3)
     made = _counted_descriptors(monkeypatch)
     got = {}
     for tma in (False, True):
@@ -708,15 +714,7 @@ def test_fp8_v_read_as_pairs_gives_the_bits_of_the_plain_read(kv_dtype, q_dtype,
     granule): one split, several (64-key tiles; Q 2) and tma."""
     case, pos = decode_case([270, 129, 0], Q=2, Hkv=2, G=4, layout="hnd", kv_dtype=kv_dtype,
                             q_dtype=q_dtype, seed=67)
-    kw = {}
-    if scales == "scalar":
-        kw = dict(k_scale=torch.tensor(0.75, device=DEVICE), v_scale=torch.tensor(1.25,
-                                                                                 device=DEVICE))
-    elif scales == "per_token":
-        slots = case["kv"].shape[0] * BLOCK
-        g = torch.Generator().manual_seed(5)
-        kw = dict(k_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE),
-                  v_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE))
+    kw = scale_args(case, scales, seed=5)
     kv = case["kv"]
     shifted = torch.zeros(kv.numel() + 1, dtype=kv.dtype, device=DEVICE)
     shifted[1:] = kv.flatten()
