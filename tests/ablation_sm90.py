@@ -25,7 +25,7 @@ from sm90_code import attention  # noqa: E402
 
 INSTRUCTIONS = ("%globaltimer", "%smid", "barrier.cluster", "mapa.shared::cluster",
                 "ld.shared::cluster", "cp.async.bulk.prefetch.L2", "cvt.rn.f16x2.e4m3x2",
-                "prmt.b32")
+                "prmt.b32", "cp.async.bulk.tensor")
 
 
 def main():
@@ -38,8 +38,11 @@ def main():
         gsa._sparse_attn_kernel = mod._sparse_attn_kernel
         try:
             # (an fp8 cache's widening variants over an e4m3 cache)
+            # (k_pairs_tma: K's pairs through its descriptor; the others by pointers)
             text = attention(group=16, kv_tile=128, splits=2, stages=2,
-                             cache="fp8e4m3" if name in ab.FP8_ONLY else "bf16").asm["ptx"]
+                             cache="fp8e4m3" if name in ab.FP8_ONLY else "bf16",
+                             tma=name == "k_pairs_tma",
+                             pairs_desc=name == "k_pairs_tma").asm["ptx"]
         finally:
             gsa._sparse_attn_kernel = kernel
         ptx[name] = {k: text.count(k) for k in INSTRUCTIONS}

@@ -484,6 +484,10 @@ def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_bac
     # theirs (and their permutes); K read as pairs converts by the pair too
     k_bits, k_pairs = (facts["ptx"][n]["cvt.rn.f16x2.e4m3x2"] for n in ("k_bits_asm", "k_pairs"))
     assert 0 < k_bits < k_pairs and facts["ptx"]["k_bits_asm"]["prmt.b32"] > 0
+    # the same pairs through a descriptor: K by bulk copies, converted as k_pairs converts
+    pairs_tma = facts["ptx"]["k_pairs_tma"]
+    assert pairs_tma["cvt.rn.f16x2.e4m3x2"] == k_pairs and pairs_tma["cp.async.bulk.tensor"] \
+        and not facts["ptx"]["k_pairs"]["cp.async.bulk.tensor"]
     # µs from the first start; the last program to end and its phases
     assert facts["timeline"] == {
         "programs": 3, "sms": 2, "programs_per_sm": [1, 2], "start_median_max": [0.5, 1.0],

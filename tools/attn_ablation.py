@@ -43,7 +43,8 @@ option; the plain read counts its bytes). `k_bits`, `k_bits_asm` widen an e4m3 K
 integer ops (its byte as an fp16's high byte, exponent and mantissa shifted right by one: its
 value × 2^-8, given back after the product; the same bits but for NaN); `k_byte` only moves
 the byte (e5m2's exact widening; timing only over e4m3); `k_pairs` reads K as 16-bit pairs,
-as the kernel reads V (`k_pairs_tl`: the same by Triton's ops, for the interpreter).
+as the kernel reads V (`k_pairs_tl`: the same by Triton's ops, for the interpreter;
+`k_pairs_tma`: at launches with tma through a descriptor of the cache as 16-bit pairs).
 """
 import importlib.util
 import json
@@ -344,6 +345,20 @@ VARIANTS["k_pairs"] = _k_pairs(
     "                                       dtype=(tl.float16, tl.float16), is_pure=True,"
     " pack=2)\n")
 VARIANTS["k_pairs_tl"] = [(_DEF_KEY, _BYTE_OF + _DEF_KEY, 1)] + _k_pairs(_K_PAIRS_TL)
+# K's pairs through the tensor memory accelerator where the launch has it (k_pairs reads them
+# by pointers at every launch): the descriptor made over the cache viewed as 16-bit pairs
+# (every K/V stride even: the launches' V pairs already ask for it), its box D / 2 pairs wide
+_PAIRS_DESC = ("    desc.base, (desc.shape, desc.strides, desc.block_shape) = kv, layout\n",
+               "    (shape, strides, box) = layout\n"
+               "    desc.base = kv.view(torch.int16)\n"
+               "    desc.shape = shape[:-1] + [shape[-1] // 2]\n"
+               "    desc.strides = [st // 2 for st in strides[:-1]] + [1]\n"
+               "    desc.block_shape = box[:-1] + [box[-1] // 2]\n", 1)
+_PAIRS_TMA = ("        pass\n    w = tl.load(",
+              "        w = _tma_tile(kv_desc, page, 0, t0, kv_head, offs_t.shape[0], D // 2)\n"
+              "    else:\n        w = tl.load(")
+VARIANTS["k_pairs_tma"] = [(old, new.replace(*_PAIRS_TMA), *rest)
+                           for old, new, *rest in VARIANTS["k_pairs"]] + [_PAIRS_DESC]
 
 
 # the split's partials to global memory and the last arrival's merge
@@ -902,15 +917,16 @@ def timeline_summary(records, programs: int) -> dict:
 
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
-CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2,
+CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2,
          "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # variants the interpreter cannot run (inline PTX)
-NVIDIA_ONLY = ("k_pairs", "k_bits_asm", "cluster_merge", "timeline",
+NVIDIA_ONLY = ("k_pairs", "k_pairs_tma", "k_bits_asm", "cluster_merge", "timeline",
                "prefetch_l2", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm",
                "two_per_sm_split_only", "three_per_sm_split_only")
 # variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
 # where --kv names an fp8 cache
-FP8_ONLY = ("k_pairs", "k_pairs_tl", "pt_no_range", "k_bits", "k_bits_asm", "k_byte")
+FP8_ONLY = ("k_pairs", "k_pairs_tma", "k_pairs_tl", "pt_no_range", "k_bits", "k_bits_asm",
+            "k_byte")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
 CORRECT_OVER = {"k_byte": "fp8e5m2"}
 # name -> launch options a variant adds

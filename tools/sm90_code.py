@@ -127,14 +127,15 @@ def scorer(q="bf16", cache="bf16", head_dim=128, heads=1, block_q=1, warps=4, st
 
 def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps=4, stages=2,
               merge_kernel=False, q="bf16", cache="bf16", topk=16, tma=False,
-              table_first=False, scales="none"):
+              table_first=False, scales="none", pairs_desc=False):
     """The sparse-attention split kernel (decode) at one launch, on a contiguous
     [pages, 2, 128, Hkv, D] cache of ``cache``'s type (the products taken as the launcher
     takes them on an H200: `sparse_attn.products`), its head lanes padded as the launcher
     pads them; ``tma``:
     its tiles through a tensor descriptor of the cache (`kv_tma_layout`); ``table_first``: the
     row's table read before the ids (256 entries: a 32k context's); ``scales``: none, scalar
-    or per_token (K and V scales of an fp8 cache)."""
+    or per_token (K and V scales of an fp8 cache); ``pairs_desc``: that descriptor over an fp8
+    cache viewed as 16-bit pairs (attn_ablation's k_pairs_tma)."""
     from generated import sparse_attn
 
     gh = group // min(head_split, group)
@@ -147,7 +148,8 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
         {"q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "out_ptr": POINTER[q],
          "part_ptr": "*fp32", "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32",
          "sm_scale": "fp32",
-         **({"kv_desc": f"tensordesc<{POINTER[cache][1:]}[1,1,{kv_tile},1,{head_dim}]>"}
+         **({"kv_desc": f"tensordesc<i16[1,1,{kv_tile},1,{head_dim // 2}]>" if pairs_desc
+             else f"tensordesc<{POINTER[cache][1:]}[1,1,{kv_tile},1,{head_dim}]>"}
             if tma else {})},
         dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE="decode",
              SCALES=scales, DOT=dot, PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
