@@ -45,6 +45,8 @@ value × 2^-8, given back after the product; the same bits but for NaN); `k_byte
 the byte (e5m2's exact widening; timing only over e4m3); `k_pairs` reads K as 16-bit pairs,
 as the kernel reads V (`k_pairs_tl`: the same by Triton's ops, for the interpreter;
 `k_pairs_tma`: at launches with tma through a descriptor of the cache as 16-bit pairs).
+`scales_per_step` reads scalar K and V scales at every key step, as the kernel did before
+(`--kv fp8e5m2:scalar`).
 """
 import importlib.util
 import json
@@ -71,7 +73,8 @@ from tune.measure import interleave  # noqa: E402
 # (the kernel's test for a row that saw a key)
 SEEN = ("    # l = 0 only where no key was visible; a NaN score leaves l NaN, which propagates\n"
         "    seen = l_i != 0.0\n")
-LOOP_END = ("            sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX, V_PAIRS)\n"
+LOOP_END = ("            scale_head_off, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX,"
+            " V_PAIRS)\n"
             + SEEN)
 VARIANTS = {
     "base": [],
@@ -360,6 +363,18 @@ _PAIRS_TMA = ("        pass\n    w = tl.load(",
 VARIANTS["k_pairs_tma"] = [(old, new.replace(*_PAIRS_TMA), *rest)
                            for old, new, *rest in VARIANTS["k_pairs"]] + [_PAIRS_DESC]
 
+# A scalar K and V scale read at every key step, as the kernel read them before 2026-12-03
+# (now once per program, K's folded into the scores' scale: `_scalar_scales`); the split
+# kernel only (the query-tiled one would scale K twice). Over a cache with scalar scales.
+VARIANTS["scales_per_step"] = [
+    ("    sm_scale, v_scalar = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n"
+     "    m_i = tl.full([GP]", "    v_scalar = 1.0\n    m_i = tl.full([GP]", 1),
+    ("    s = s * sm_scale  # (a scalar K scale is in it: `_scalar_scales`)\n",
+     "    s = s * sm_scale\n    if SCALES == \"scalar\":\n        s = s * tl.load(k_scale_ptr)\n", 1),
+    ("            back = v_scalar * _P16_BACK\n",
+     "            back = _P16_BACK\n            if SCALES == \"scalar\":\n"
+     "                back = tl.load(v_scale_ptr) * _P16_BACK\n", 1),
+    ("            p = p * v_scalar\n", "            p = p * tl.load(v_scale_ptr)\n", 1)]
 
 # the split's partials to global memory and the last arrival's merge
 CLUSTER_OLD_PARTIALS = _source_block("        # Partials in one fp32 buffer",
@@ -475,15 +490,13 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
         s = tl.dot(k, q)
     s = s * sm_scale
     slot = page.to(tl.int64) * _BLOCK + offs_t
-    if SCALES == "scalar":
-        s = s * tl.load(k_scale_ptr)
-    elif SCALES == "per_token":
+    if SCALES == "per_token":
         s = s * tl.load(k_scale_ptr + scale_head_off + slot)[:, None]
     return s, base, kv_offs, slot
 
 
 @triton.jit
-def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr,
+def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr, v_scalar,
                  scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
                  DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
                  V_PAIRS: tl.constexpr):
@@ -495,7 +508,7 @@ def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr,
     p = tl.exp2((s - shift[None, :]) * _LOG2E)
     l_i = l_i * alpha + tl.sum(p, axis=0)
     if SCALES == "scalar":
-        p = p * tl.load(v_scale_ptr)
+        p = p * v_scalar
     elif SCALES == "per_token":
         p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None]
     v = tl.load(base + v_off + kv_offs).to(q.dtype)
@@ -533,7 +546,8 @@ VARIANTS["wgmma_split_only"] = VARIANTS["wgmma"] + VARIANTS["split_only"]
 WARP_SPLITS_BLOCK = """@triton.jit
 def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
                      kv_ptr, head_off, stride_kp, stride_kt, stride_kd, v_off,
-                     k_scale_ptr, v_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head,
+                     k_scale_ptr, v_scale_ptr, v_scalar, scale_head_off, sm_scale, kv_desc,
+                     kv_head,
                      D: tl.constexpr, BLOCK_N: tl.constexpr, SCALES: tl.constexpr,
                      DOT: tl.constexpr, TMA: tl.constexpr, WS: tl.constexpr):
     # (tiles by pointers)
@@ -550,9 +564,7 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
         s = tl.dot(q, tl.permute(k, (0, 2, 1)))
     s = s * sm_scale
     slot = page.to(tl.int64) * _BLOCK + offs_t
-    if SCALES == "scalar":
-        s = s * tl.load(k_scale_ptr)
-    elif SCALES == "per_token":
+    if SCALES == "per_token":
         s = s * tl.load(k_scale_ptr + scale_head_off + slot)[:, None, :]
     key = b * _BLOCK + offs_t
     visible = (key <= pos) & (key < seq_len)
@@ -563,7 +575,7 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
     p = tl.exp2((s - shift[:, :, None]) * _LOG2E)
     l_i = l_i * alpha + tl.sum(p, axis=2)
     if SCALES == "scalar":
-        p = p * tl.load(v_scale_ptr)
+        p = p * v_scalar
     elif SCALES == "per_token":
         p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None, :]
     v = tl.load(base + v_off + kv_offs).to(q.dtype)
@@ -588,7 +600,7 @@ VARIANTS["warp_splits"] = [
      "    acc = tl.zeros([WS, GP, D], tl.float32)\n"),
     ("        m_i, l_i, acc = _attend_block(\n", "        m_i, l_i, acc = _attend_block_ws(\n"),
     (LOOP_END,
-     "            sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, WS)\n"
+     "            scale_head_off, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, WS)\n"
      "    # the warps' partials, combined\n"
      "    m_all = tl.max(m_i, axis=0)\n"
      "    w = tl.exp2((m_i - tl.where(m_all == float(\"-inf\"), 0.0, m_all)[None, :]) * _LOG2E)\n"
@@ -917,7 +929,7 @@ def timeline_summary(records, programs: int) -> dict:
 
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
-CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2,
+CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2, "scales_per_step": 3e-2,
          "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # variants the interpreter cannot run (inline PTX)
 NVIDIA_ONLY = ("k_pairs", "k_pairs_tma", "k_bits_asm", "cluster_merge", "timeline",
