@@ -135,6 +135,14 @@ def main():
         "byte_loads": sum(n for op, n in ops.items() if op.startswith(("LDS.U8", "LDS.S8"))),
         "fp16_products": sum(n for op, n in ops.items() if op == "HMMA.16816.F32"),
         "bf16_products": sum(n for op, n in ops.items() if op == "HMMA.16816.F32.BF16")}
+    # scalar K and V scales (the 512-program rows' launch): where the kernel's Triton IR loads
+    # them, before the loop over the key steps or in it
+    ttir = attention_kernel(group=16, splits=2, stages=2, cache="fp8e5m2", tma=True,
+                            scales="scalar").asm["ttir"]
+    loop = ttir.index("scf.for")
+    facts["attention_scalar_scale_loads"] = {
+        p: {"before_loop": ttir[:loop].count(f"tt.load %{p} "),
+            "in_loop": ttir[loop:].count(f"tt.load %{p} ")} for p in ("k_scale_ptr", "v_scale_ptr")}
     print(json.dumps(facts))
 
 

@@ -369,7 +369,7 @@ VARIANTS["k_pairs_tma"] = [(old, new.replace(*_PAIRS_TMA), *rest)
 VARIANTS["scales_per_step"] = [
     ("    sm_scale, v_scalar = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n"
      "    m_i = tl.full([GP]", "    v_scalar = 1.0\n    m_i = tl.full([GP]", 1),
-    ("    s = s * sm_scale  # (a scalar K scale is in it: `_scalar_scales`)\n",
+    ("    s = s * sm_scale\n",
      "    s = s * sm_scale\n    if SCALES == \"scalar\":\n        s = s * tl.load(k_scale_ptr)\n", 1),
     ("            back = v_scalar * _P16_BACK\n",
      "            back = _P16_BACK\n            if SCALES == \"scalar\":\n"
