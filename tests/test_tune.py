@@ -27,8 +27,8 @@ from codegen.render import render_all  # noqa: E402
 from tools.tune import __main__ as cli  # noqa: E402
 from specs.index_decode import MEASURED_SCORE  # noqa: E402
 from tools.tune import choose, measure, target, warm, write  # noqa: E402
-from tools.tune.space import (A_SPLIT, A_TILED, ATTN_TABLES, Space, as_bucket,  # noqa: E402
-                              as_json, key)
+from tools.tune.space import (A_SPLIT, A_TILED, ATTN_STEP_MAX_PROGRAMS,  # noqa: E402
+                              ATTN_TABLES, Space, as_bucket, as_json, key)
 
 SM90 = os.path.join(ROOT, "specs", "measured", "sm_90.json")
 
@@ -1035,17 +1035,32 @@ def test_warm_up_groups_cover_each_compile_once(sm90):
     assert any(t[0] == "decode" for g in groups for t in g)
 
 
-def test_warm_up_groups_cover_each_attention_candidate(sm90):
-    """Every candidate of every attention point measured (the quick space at 16 programs), each
-    once, a point's candidates in one group (its inputs are built once per worker)."""
-    groups = warm.warm_groups(sm90, ["attention"], programs=[16])
-    want = {(mode, inputs["group"], P, H, variant, repr(params))
-            for mode, inputs, P, H in sm90.attn_points([16])
+def test_warm_up_groups_cover_each_attention_candidate_once(sm90):
+    """Every candidate of every attention point measured is compiled (launched at a point of
+    the same mode and inputs, inside the step too where a decode point needs it), each
+    compile once however many points measure it, in groups of a few."""
+    programs = [16, 128, 1024]
+    sm90 = Space(sm90.reg, sm90.target, sms=132)  # the whole space (quick has one point)
+    groups = warm.warm_groups(sm90, ["attention"], programs=programs)
+    tasks = [t for g in groups for t in g]
+    assert all(0 < len(g) <= warm.ATTN_CHUNK for g in groups)
+
+    def compiles(mode, inputs, P, variant, params):
+        return (mode, repr(sorted(inputs.items())), variant, repr(params),
+                mode == "decode" and P <= ATTN_STEP_MAX_PROGRAMS)
+
+    got = [compiles(t[1], t[2], t[3], t[5], t[6]) for t in tasks]
+    want = {compiles(mode, inputs, P, variant, params)
+            for mode, inputs, P, H in sm90.attn_points(programs)
             for variant, params in sm90.attn_candidates_at(mode, inputs, P)}
-    got = [(t[1], t[2]["group"], t[3], t[4], t[5], repr(t[6])) for g in groups for t in g]
-    assert sorted(got) == sorted(want) and want
-    for g in groups:
-        assert len({(t[1], t[2]["group"], t[3], t[4]) for t in g}) == 1
+    assert len(got) == len(set(got)) and set(got) == want and want
+    # (fewer tasks than the points' candidates: the 1-KV-head points add no compile)
+    points = sm90.attn_points(programs)
+    assert len(tasks) < sum(len(sm90.attn_candidates_at(m, i, P)) for m, i, P, _ in points)
+    # each task's point measures it
+    for t in tasks:
+        assert (t[1], t[2], t[3], t[4]) in points and \
+            (t[5], t[6]) in sm90.attn_candidates_at(t[1], t[2], t[3])
 
 
 def test_command_line():

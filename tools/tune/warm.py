@@ -1,12 +1,13 @@
 """Compile warm-up: fill Triton's disk cache in parallel worker processes before timing.
 
 Every candidate is its own Triton compile (about 2200 for the router section, 4000 for
-decode, 100 per attention point); compiled serially in the timing process that would take
+decode, 100–200 per attention point, the same ones at every point of a mode and inputs); compiled serially in the timing process that would take
 most of a device call. The workers launch one representative of every distinct compile key
 once (constexprs, launch options, and the integer specialisations Triton makes: 1 and
 multiples of 16 are their own compiles), grouped so no two workers compile the same kernel
-(attention: one group per point, whose inputs a worker builds once; decode points of up to
-ATTN_STEP_MAX_PROGRAMS programs also run inside sparse_decode_step, as the timing loop does).
+(attention: each candidate once, at the first point measuring it, in chunks of a few; decode
+points of up to ATTN_STEP_MAX_PROGRAMS programs also run inside sparse_decode_step, as the
+timing loop does).
 The timing process then only loads them. If the pool fails, the timing loop compiles on
 demand.
 """
@@ -20,6 +21,9 @@ from types import SimpleNamespace
 import common  # tools/common.py
 
 from .space import ATTN_STEP_MAX_PROGRAMS
+
+
+ATTN_CHUNK = 8  # attention tasks per warm-up group (each one or two compiles)
 
 
 def _int_class(n: int) -> int:
@@ -68,12 +72,25 @@ def warm_groups(space, sections, shapes=None, contexts=None, requests=None,
                     ("decode", R, Q, *default, sel))
 
     if "attention" in sections:
-        # one group per point (its inputs are built once per worker); a program count's
-        # integer specialisations differ, so every point compiles its own candidates
+        # One task per compile: a candidate's kernels depend on the mode, the inputs and the
+        # launch, not on the point's program count or KV heads (whose integers the kernels
+        # do not specialise: on 2026-12-03 a 1-KV-head point's 144 candidates were timed in
+        # 2.4 s right after the 4-head point had compiled them), so each is launched at the
+        # first point that measures it (a decode point of up to ATTN_STEP_MAX_PROGRAMS also
+        # inside the step). Per-point groups had every worker compile the same kernels.
+        # Chunks of ATTN_CHUNK tasks, in point order (a worker builds a point's inputs once
+        # per chunk), spread the compiles over the workers.
+        tasks = {}
         for mode, inputs, P, H in space.attn_points(programs):
+            step = mode == "decode" and P <= ATTN_STEP_MAX_PROGRAMS
             for variant, params in space.attn_candidates_at(mode, inputs, P):
-                add(("attention", mode, inputs["group"], P, H), (variant, tuple(params.items())),
-                    ("attention", mode, inputs, P, H, variant, params))
+                tasks.setdefault((mode, repr(sorted(inputs.items())), step, variant,
+                                  repr(params)),
+                                 ("attention", mode, inputs, P, H, variant, params))
+        ordered = list(tasks.values())
+        for i in range(0, len(ordered), ATTN_CHUNK):
+            for n, task in enumerate(ordered[i:i + ATTN_CHUNK]):
+                add(("attention", i), n, task)
 
     def cost(tasks):
         return sum(1 if t[0] == "router" else 4 for t in tasks)
@@ -101,7 +118,7 @@ def _worker(args):
                 dev.router_call(dev.router_case(cache[("w", shape)], m, dt), kernel, params)()
             elif task[0] == "attention":
                 _, mode, inputs, P, H, variant, params = task
-                key = ("a", mode, inputs["group"], P, H)
+                key = ("a", mode, repr(sorted(inputs.items())), P, H)
                 if key not in cache:
                     cache.clear()
                     cache[key] = dev.attn_case(mode, inputs, P, H)
