@@ -46,7 +46,9 @@ the byte (e5m2's exact widening; timing only over e4m3); `k_pairs` reads K as 16
 as the kernel reads V (`k_pairs_tl`: the same by Triton's ops, for the interpreter;
 `k_pairs_tma`: at launches with tma through a descriptor of the cache as 16-bit pairs).
 `scales_per_step` reads scalar K and V scales at every key step, as the kernel did before
-(`--kv fp8e5m2:scalar`).
+(`--kv fp8e5m2:scalar`). `scores_ahead` takes each step's K scores one step ahead of its
+fold, so that step u + 1's scores product can interleave with step u's softmax and P·V (the
+same bits).
 """
 import importlib.util
 import json
@@ -375,6 +377,57 @@ VARIANTS["scales_per_step"] = [
      "            back = _P16_BACK\n            if SCALES == \"scalar\":\n"
      "                back = tl.load(v_scale_ptr) * _P16_BACK\n", 1),
     ("            p = p * v_scalar\n", "            p = p * tl.load(v_scale_ptr)\n", 1)]
+
+# Each step's K scores taken one step ahead of its fold (the first before the loop, the last
+# step's fold after it): the scores product of step u + 1 is independent of step u's softmax
+# and P·V, so the two instruction chains can interleave in a warp (at one program per SM a
+# step's arithmetic takes about three quarters of the time its tiles take to arrive). The
+# same arithmetic per step: the kernel's bits.
+STEP_SCORES = """
+@triton.jit
+def _step_scores(q, u, last, usable, rank, ids, pages, pos, seq_len, kv_ptr, head_off,
+                 stride_kp, stride_kt, stride_kd, k_scale_ptr, scale_head_off, sm_scale,
+                 kv_desc, kv_head, D: tl.constexpr, BLOCK_N: tl.constexpr, TILES: tl.constexpr,
+                 SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr,
+                 V_PAIRS: tl.constexpr):
+    # step u's scores (-inf past ``last``) and where its V tile is
+    entry = u // TILES
+    pick = usable & (rank == entry)
+    b = tl.sum(tl.where(pick, ids, 0), axis=0)
+    page = tl.sum(tl.where(pick, pages, 0), axis=0)
+    t0 = (u - entry * TILES) * BLOCK_N
+    offs_t = t0 + tl.arange(0, BLOCK_N)
+    s, base, kv_offs, slot = _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp,
+                                         stride_kt, stride_kd, k_scale_ptr, scale_head_off,
+                                         sm_scale, kv_desc, kv_head, t0, D, SCALES, DOT, TMA)
+    key = b * _BLOCK + offs_t
+    visible = (key <= pos) & (key < seq_len) & (u < last)
+    s = tl.where(visible[None, :], s, float("-inf"))
+    return s, base, _v_offsets(kv_offs, offs_t, stride_kt, D, V_PAIRS), slot, page, t0
+
+
+"""
+_STEP_ARGS = ("usable, rank, ids, pages, pos, seq_len, kv_ptr, head_off, stride_kp, stride_kt,"
+              " stride_kd,\n            k_scale_ptr, scale_head_off, sm_scale, kv_desc, g, D,"
+              " BLOCK_N, TILES, SCALES, DOT, TMA, V_PAIRS)\n")
+_FOLD_ARGS = ("v_off, v_scale_ptr, v_scalar,\n            scale_head_off, kv_desc, g, page_c, t0_c,"
+              " SCALES, DOT, TMA, FP8_PTX, V_PAIRS)\n")
+VARIANTS["scores_ahead"] = [
+    ("@triton.jit\ndef _attend_block(", STEP_SCORES.lstrip("\n") + "@triton.jit\ndef _attend_block(", 1),
+    (_source_block("    for u in range(first, last):", "            scale_head_off, sm_scale, kv_desc, g,"),
+     "    s_c, base_c, v_offs_c, slot_c, page_c, t0_c = _step_scores(\n"
+     "            q, first, last, " + _STEP_ARGS
+     + "    for u in range(first, last - 1):\n"
+     "        s_n, base_n, v_offs_n, slot_n, page_n, t0_n = _step_scores(\n"
+     "            q, u + 1, last, " + _STEP_ARGS
+     + "        m_i, l_i, acc = _fold_scores(\n"
+     "            q, m_i, l_i, acc, s_c, base_c, v_offs_c, slot_c, " + _FOLD_ARGS
+     + "        s_c, base_c, v_offs_c, slot_c, page_c, t0_c = \\\n"
+     "            s_n, base_n, v_offs_n, slot_n, page_n, t0_n\n"
+     "    if first < last:\n"
+     "        m_i, l_i, acc = _fold_scores(\n"
+     "            q, m_i, l_i, acc, s_c, base_c, v_offs_c, slot_c, " + _FOLD_ARGS, 1)]
+
 
 # the split's partials to global memory and the last arrival's merge
 CLUSTER_OLD_PARTIALS = _source_block("        # Partials in one fp32 buffer",
@@ -949,7 +1002,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "merge_empty": dict(merge_kernel=True),
                   "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("k_bits", "k_bits_asm",
+CORRECT = ("k_bits", "k_bits_asm", "scores_ahead",
            "splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
            "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
