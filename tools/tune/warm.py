@@ -1,8 +1,8 @@
 """Compile warm-up: fill Triton's disk cache in parallel worker processes before timing.
 
 Every candidate is its own Triton compile (about 2200 for the router section, 4000 for
-decode, 100–200 per attention point, the same ones at every point of a mode and inputs); compiled serially in the timing process that would take
-most of a device call. The workers launch one representative of every distinct compile key
+decode, 100–200 per attention point, the same ones at every point of a mode and inputs);
+compiled serially in the timing process that would take most of a device call. The workers launch one representative of every distinct compile key
 once (constexprs, launch options, and the integer specialisations Triton makes: 1 and
 multiples of 16 are their own compiles), grouped so no two workers compile the same kernel
 (attention: each candidate once, at the first point measuring it, in chunks of a few; decode
