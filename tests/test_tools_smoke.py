@@ -133,6 +133,20 @@ def test_attn_ablation_over_an_fp8_cache_widens_it_other_ways(tmp_path):
     assert checks == {"k_bits": True, "k_pairs_tl": True}, checks
 
 
+def test_attn_ablation_over_scaled_fp8_caches_takes_their_scales_other_ways(tmp_path):
+    """Per-token V scales ranged once per program, scalar scales read at every step: both
+    give the kernel's result (the first within its bound)."""
+    for kv, variant in (("fp8e4m3:per_token", "pt_range_once"),
+                        ("fp8e5m2:scalar", "scales_per_step")):
+        out = tmp_path / variant
+        run = _run([os.path.join("tools", "attn_ablation.py"), str(out), "--smoke", "--kv", kv,
+                    "--variants", f"base,{variant}"])
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        report = json.loads((out / "attn_ablation.json").read_text())
+        checks = {k.split(" ")[-1]: v for k, v in report[0]["same_bits"].items()}
+        assert checks == {variant: True}, (kv, checks)
+
+
 def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--table",
                 "--variants", "base", "--launch",

@@ -48,7 +48,8 @@ as the kernel reads V (`k_pairs_tl`: the same by Triton's ops, for the interpret
 `scales_per_step` reads scalar K and V scales at every key step, as the kernel did before
 (`--kv fp8e5m2:scalar`). `scores_ahead` takes each step's K scores one step ahead of its
 fold, so that step u + 1's scores product can interleave with step u's softmax and P·V (the
-same bits).
+same bits). `pt_range_once` brings per-token V scales into fp16's range once per program
+(`--kv fp8e4m3:per_token`; `pt_no_range` leaves the range out, timing only).
 """
 import importlib.util
 import json
@@ -284,6 +285,21 @@ VARIANTS["k_byte"] = _k_edits("_byte_high", 1.0)
 VARIANTS["pt_no_range"] = [
     ("            into, back = _fp16_range(tl.max(tl.abs(v_scale), axis=0))\n",
      "            into, back = 1.0, 1.0\n", 1)]
+
+# Per-token V scales brought into fp16's range once per program (split kernel only): the
+# largest |scale| of every token of the pages its share of tiles reads, loaded once the pages
+# are known (one more dependent load before the first step), instead of a max over each
+# tile's 128 scales per step (a cross-warp reduction). Within CLOSE's bound of the kernel.
+VARIANTS["pt_range_once"] = [
+    ("    last = tl.minimum(first + share, count * TILES)\n",
+     "    last = tl.minimum(first + share, count * TILES)\n"
+     "    if SCALES == \"per_token\":\n"
+     "        held = usable & (rank >= first // TILES) & (rank * TILES < last)\n"
+     "        vs = tl.load(v_scale_ptr + scale_head_off + pages.to(tl.int64)[:, None] * _BLOCK\n"
+     "                     + tl.arange(0, _BLOCK)[None, :], mask=held[:, None], other=0.0)\n"
+     "        v_scalar, _ = _fp16_range(tl.max(tl.max(tl.abs(vs), axis=1), axis=0))\n", 1),
+    ("            into, back = _fp16_range(tl.max(tl.abs(v_scale), axis=0))\n",
+     "            into, back = v_scalar, 1.0 / v_scalar\n", 1)]
 
 
 # The splits of a (row, KV head) as one thread-block cluster: grid (splits, pairs), clusters
@@ -983,15 +999,15 @@ def timeline_summary(records, programs: int) -> dict:
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2, "scales_per_step": 3e-2,
-         "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
+         "pt_range_once": 3e-2, "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # variants the interpreter cannot run (inline PTX)
 NVIDIA_ONLY = ("k_pairs", "k_pairs_tma", "k_bits_asm", "cluster_merge", "timeline",
                "prefetch_l2", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm",
                "two_per_sm_split_only", "three_per_sm_split_only")
 # variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
 # where --kv names an fp8 cache
-FP8_ONLY = ("k_pairs", "k_pairs_tma", "k_pairs_tl", "pt_no_range", "k_bits", "k_bits_asm",
-            "k_byte")
+FP8_ONLY = ("k_pairs", "k_pairs_tma", "k_pairs_tl", "pt_no_range", "pt_range_once", "k_bits",
+            "k_bits_asm", "k_byte")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
 CORRECT_OVER = {"k_byte": "fp8e5m2"}
 # name -> launch options a variant adds
