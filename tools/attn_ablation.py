@@ -398,7 +398,8 @@ VARIANTS["scales_per_step"] = [
 # step's fold after it): the scores product of step u + 1 is independent of step u's softmax
 # and P·V, so the two instruction chains can interleave in a warp (at one program per SM a
 # step's arithmetic takes about three quarters of the time its tiles take to arrive). The
-# same arithmetic per step: the kernel's bits.
+# same arithmetic per step: the kernel's bits. (A study: a program with no tile still reads
+# the scores of page 0's first tile, which a kernel would have to mask.)
 STEP_SCORES = """
 @triton.jit
 def _step_scores(q, u, last, usable, rank, ids, pages, pos, seq_len, kv_ptr, head_off,
