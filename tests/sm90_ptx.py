@@ -143,6 +143,16 @@ def main():
     facts["attention_scalar_scale_loads"] = {
         p: {"before_loop": ttir[:loop].count(f"tt.load %{p} "),
             "in_loop": ttir[loop:].count(f"tt.load %{p} ")} for p in ("k_scale_ptr", "v_scale_ptr")}
+    # per-token scales under fp16 probabilities: the reductions before the loop over the key
+    # steps and in it, at a launch whose splits take several steps (the scales' range once per
+    # split) and at one whose splits take one (each tile's own range, in the step)
+    facts["attention_per_token_reductions"] = {}
+    for splits in (2, 16):
+        ttir = attention_kernel(group=16, splits=splits, cache="fp8e4m3", scales="per_token",
+                                merge_kernel=True).asm["ttir"]
+        loop = ttir.index("scf.for")
+        facts["attention_per_token_reductions"][splits] = {
+            "before_loop": ttir[:loop].count("tt.reduce"), "in_loop": ttir[loop:].count("tt.reduce")}
     print(json.dumps(facts))
 
 

@@ -91,3 +91,9 @@ def test_sm90_instructions_follow_their_switches():
     # the 512-program rows' two-stage launch waited on it: 1.17x the time, 2026-12-03)
     scale_loads = facts["attention_scalar_scale_loads"]
     assert all(n == {"before_loop": 1, "in_loop": 0} for n in scale_loads.values()), scale_loads
+    # per-token V scales: one range per split before the loop where the splits take several
+    # steps (a max over each tile's 128 scales per step cost 1-15 %), each tile's own in the
+    # loop where they take one step
+    red = facts["attention_per_token_reductions"]
+    assert red["2"]["in_loop"] < red["16"]["in_loop"] and \
+        red["2"]["before_loop"] > red["16"]["before_loop"], red

@@ -248,6 +248,28 @@ def test_fp8_v_scales_far_from_one_stay_in_range(q_dtype, mode, size):
     check(out / size, ref / size)
 
 
+@pytest.mark.parametrize("q_dtype", [torch.float16, torch.bfloat16])
+def test_per_token_v_scales_ranged_per_split_or_per_tile(q_dtype):
+    """fp16 probabilities take per-token V scales into fp16's range once per split where a
+    split may take several steps (one split here: four), by each tile's own where it takes
+    one (four splits): with scales 2^-12 to 2^12 apart from page to page both launches give
+    the float64 result within its bounds (relative to the output's size)."""
+    case, pos = decode_case([600, 270], Q=1, Hkv=2, G=8, kv_dtype=torch.float8_e4m3fn,
+                            q_dtype=q_dtype, seed=23)
+    pages = case["kv"].shape[0]
+    g = torch.Generator().manual_seed(5)
+    per_page = 2.0 ** torch.randint(-12, 13, (2, pages, 1), generator=g).double()
+    v_scale = ((torch.rand((2, pages, BLOCK), generator=g) + 0.5) * per_page).float()
+    kw = dict(k_scale=torch.ones((2, pages * BLOCK), device=DEVICE),
+              v_scale=v_scale.reshape(2, pages * BLOCK).to(DEVICE))
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"], **kw)
+    size = ref.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)  # each head's output
+    outs = [run_decode(case, torch.float32, splits=s, **kw) for s in (1, 4)]
+    for out in outs:
+        check(out / size, ref / size)
+
+
 @pytest.mark.parametrize("mode", ["none", "scalar"])
 def test_fp16_probabilities_far_below_the_largest_keep_their_bits(mode):
     """fp16 probabilities enter P·V scaled into fp16's normal range: 127 keys of weight

@@ -46,10 +46,9 @@ the byte (e5m2's exact widening; timing only over e4m3); `k_pairs` reads K as 16
 as the kernel reads V (`k_pairs_tl`: the same by Triton's ops, for the interpreter;
 `k_pairs_tma`: at launches with tma through a descriptor of the cache as 16-bit pairs).
 `scales_per_step` reads scalar K and V scales at every key step, as the kernel did before
-(`--kv fp8e5m2:scalar`). `scores_ahead` takes each step's K scores one step ahead of its
-fold, so that step u + 1's scores product can interleave with step u's softmax and P·V (the
-same bits). `pt_range_once` brings per-token V scales into fp16's range once per program
-(`--kv fp8e4m3:per_token`; `pt_no_range` leaves the range out, timing only).
+(`--kv fp8e5m2:scalar`). `pt_range_per_tile` brings per-token V scales into fp16's range
+by each key tile's own at every launch, as the kernel did before (`--kv fp8e4m3:per_token`;
+`pt_no_range` leaves the range out, timing only).
 """
 import importlib.util
 import json
@@ -77,7 +76,7 @@ from tune.measure import interleave  # noqa: E402
 SEEN = ("    # l = 0 only where no key was visible; a NaN score leaves l NaN, which propagates\n"
         "    seen = l_i != 0.0\n")
 LOOP_END = ("            scale_head_off, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX,"
-            " V_PAIRS)\n"
+            " V_PAIRS,\n            RANGE_ONCE)\n"
             + SEEN)
 VARIANTS = {
     "base": [],
@@ -279,27 +278,21 @@ VARIANTS["k_bits_asm"] = _k_edits("_e4m3_bits_k", 256.0)
 VARIANTS["k_byte"] = _k_edits("_byte_high", 1.0)
 
 
-# Per-token V scales without their per-step range (timing only: fp16 probabilities times the
-# scales as they are): the most a range taken once per program could save. 2026-12-03,
-# GPU-e5d08128: 32/2 R128 Q1 57.50 -> 54.30 µs, 32/2 R32 22.29 -> 21.25, 16/1 R32 15.94 -> 15.18
+# Per-token V scales with no range at all (timing only: fp16 probabilities times the scales
+# as they are). Before the kernel took one range per split (2026-12-03, GPU-e5d08128): 32/2
+# R128 Q1 57.50 -> 54.30 µs, 32/2 R32 22.29 -> 21.25, 16/1 R32 15.94 -> 15.18
 VARIANTS["pt_no_range"] = [
-    ("            into, back = _fp16_range(tl.max(tl.abs(v_scale), axis=0))\n",
-     "            into, back = 1.0, 1.0\n", 1)]
+    ("    RANGE_ONCE: tl.constexpr = TOPK_P * TILES > SPLITS\n",
+     "    RANGE_ONCE: tl.constexpr = False\n", 1),
+    ("                into, back = _fp16_range(tl.max(tl.abs(v_scale), axis=0))\n",
+     "                into, back = 1.0, 1.0\n", 1)]
 
-# Per-token V scales brought into fp16's range once per program (split kernel only): the
-# largest |scale| of every token of the pages its share of tiles reads, loaded once the pages
-# are known (one more dependent load before the first step), instead of a max over each
-# tile's 128 scales per step (a cross-warp reduction). Within CLOSE's bound of the kernel.
-VARIANTS["pt_range_once"] = [
-    ("    last = tl.minimum(first + share, count * TILES)\n",
-     "    last = tl.minimum(first + share, count * TILES)\n"
-     "    if SCALES == \"per_token\":\n"
-     "        held = usable & (rank >= first // TILES) & (rank * TILES < last)\n"
-     "        vs = tl.load(v_scale_ptr + scale_head_off + pages.to(tl.int64)[:, None] * _BLOCK\n"
-     "                     + tl.arange(0, _BLOCK)[None, :], mask=held[:, None], other=0.0)\n"
-     "        v_scalar, _ = _fp16_range(tl.max(tl.max(tl.abs(vs), axis=1), axis=0))\n", 1),
-    ("            into, back = _fp16_range(tl.max(tl.abs(v_scale), axis=0))\n",
-     "            into, back = v_scalar, 1.0 / v_scalar\n", 1)]
+# Per-token V scales brought into fp16's range by each tile's own at every launch, as the
+# kernel did before 2026-12-03 (it now takes one range per split for launches of splits of
+# several steps). Within CLOSE's bound of the kernel.
+VARIANTS["pt_range_per_tile"] = [
+    ("    RANGE_ONCE: tl.constexpr = TOPK_P * TILES > SPLITS\n",
+     "    RANGE_ONCE: tl.constexpr = False\n", 1)]
 
 
 # The splits of a (row, KV head) as one thread-block cluster: grid (splits, pairs), clusters
@@ -393,58 +386,6 @@ VARIANTS["scales_per_step"] = [
      "            back = _P16_BACK\n            if SCALES == \"scalar\":\n"
      "                back = tl.load(v_scale_ptr) * _P16_BACK\n", 1),
     ("            p = p * v_scalar\n", "            p = p * tl.load(v_scale_ptr)\n", 1)]
-
-# Each step's K scores taken one step ahead of its fold (the first before the loop, the last
-# step's fold after it): the scores product of step u + 1 is independent of step u's softmax
-# and P·V, so the two instruction chains can interleave in a warp (at one program per SM a
-# step's arithmetic takes about three quarters of the time its tiles take to arrive). The
-# same arithmetic per step: the kernel's bits. (A study: a program with no tile still reads
-# the scores of page 0's first tile, which a kernel would have to mask.)
-STEP_SCORES = """
-@triton.jit
-def _step_scores(q, u, last, usable, rank, ids, pages, pos, seq_len, kv_ptr, head_off,
-                 stride_kp, stride_kt, stride_kd, k_scale_ptr, scale_head_off, sm_scale,
-                 kv_desc, kv_head, D: tl.constexpr, BLOCK_N: tl.constexpr, TILES: tl.constexpr,
-                 SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr,
-                 V_PAIRS: tl.constexpr):
-    # step u's scores (-inf past ``last``) and where its V tile is
-    entry = u // TILES
-    pick = usable & (rank == entry)
-    b = tl.sum(tl.where(pick, ids, 0), axis=0)
-    page = tl.sum(tl.where(pick, pages, 0), axis=0)
-    t0 = (u - entry * TILES) * BLOCK_N
-    offs_t = t0 + tl.arange(0, BLOCK_N)
-    s, base, kv_offs, slot = _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp,
-                                         stride_kt, stride_kd, k_scale_ptr, scale_head_off,
-                                         sm_scale, kv_desc, kv_head, t0, D, SCALES, DOT, TMA)
-    key = b * _BLOCK + offs_t
-    visible = (key <= pos) & (key < seq_len) & (u < last)
-    s = tl.where(visible[None, :], s, float("-inf"))
-    return s, base, _v_offsets(kv_offs, offs_t, stride_kt, D, V_PAIRS), slot, page, t0
-
-
-"""
-_STEP_ARGS = ("usable, rank, ids, pages, pos, seq_len, kv_ptr, head_off, stride_kp, stride_kt,"
-              " stride_kd,\n            k_scale_ptr, scale_head_off, sm_scale, kv_desc, g, D,"
-              " BLOCK_N, TILES, SCALES, DOT, TMA, V_PAIRS)\n")
-_FOLD_ARGS = ("v_off, v_scale_ptr, v_scalar,\n            scale_head_off, kv_desc, g, page_c, t0_c,"
-              " SCALES, DOT, TMA, FP8_PTX, V_PAIRS)\n")
-VARIANTS["scores_ahead"] = [
-    ("@triton.jit\ndef _attend_block(", STEP_SCORES.lstrip("\n") + "@triton.jit\ndef _attend_block(", 1),
-    (_source_block("    for u in range(first, last):", "            scale_head_off, sm_scale, kv_desc, g,"),
-     "    s_c, base_c, v_offs_c, slot_c, page_c, t0_c = _step_scores(\n"
-     "            q, first, last, " + _STEP_ARGS
-     + "    for u in range(first, last - 1):\n"
-     "        s_n, base_n, v_offs_n, slot_n, page_n, t0_n = _step_scores(\n"
-     "            q, u + 1, last, " + _STEP_ARGS
-     + "        m_i, l_i, acc = _fold_scores(\n"
-     "            q, m_i, l_i, acc, s_c, base_c, v_offs_c, slot_c, " + _FOLD_ARGS
-     + "        s_c, base_c, v_offs_c, slot_c, page_c, t0_c = \\\n"
-     "            s_n, base_n, v_offs_n, slot_n, page_n, t0_n\n"
-     "    if first < last:\n"
-     "        m_i, l_i, acc = _fold_scores(\n"
-     "            q, m_i, l_i, acc, s_c, base_c, v_offs_c, slot_c, " + _FOLD_ARGS, 1)]
-
 
 # the split's partials to global memory and the last arrival's merge
 CLUSTER_OLD_PARTIALS = _source_block("        # Partials in one fp32 buffer",
@@ -569,7 +510,7 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
 def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr, v_scalar,
                  scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
                  DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
-                 V_PAIRS: tl.constexpr):
+                 V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr):
     # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range,
     # no V pairs)
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
@@ -1000,14 +941,14 @@ def timeline_summary(records, programs: int) -> dict:
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2, "scales_per_step": 3e-2,
-         "pt_range_once": 3e-2, "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
+         "pt_range_per_tile": 3e-2, "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # variants the interpreter cannot run (inline PTX)
 NVIDIA_ONLY = ("k_pairs", "k_pairs_tma", "k_bits_asm", "cluster_merge", "timeline",
                "prefetch_l2", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm",
                "two_per_sm_split_only", "three_per_sm_split_only")
 # variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
 # where --kv names an fp8 cache
-FP8_ONLY = ("k_pairs", "k_pairs_tma", "k_pairs_tl", "pt_no_range", "pt_range_once", "k_bits",
+FP8_ONLY = ("k_pairs", "k_pairs_tma", "k_pairs_tl", "pt_no_range", "pt_range_per_tile", "k_bits",
             "k_bits_asm", "k_byte")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
 CORRECT_OVER = {"k_byte": "fp8e5m2"}
@@ -1019,7 +960,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "merge_empty": dict(merge_kernel=True),
                   "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("k_bits", "k_bits_asm", "scores_ahead",
+CORRECT = ("k_bits", "k_bits_asm",
            "splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
            "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
