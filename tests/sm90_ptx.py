@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -154,12 +153,6 @@ def main():
         loop = ttir.index("scf.for")
         facts["attention_per_token_reductions"][splits] = {
             "before_loop": ttir[:loop].count("tt.reduce"), "in_loop": ttir[loop:].count("tt.reduce")}
-    # and the loads of a step's K and V scales (128 fp32 each): the first step's before the
-    # loop, each later one's in the step before it
-    step_scales = re.compile(r"tt\.load [^:]*: tensor<128x!tt\.ptr<f32>>")
-    facts["attention_per_token_scale_loads"] = {
-        "before_loop": len(step_scales.findall(ttir[:loop])),
-        "in_loop": len(step_scales.findall(ttir[loop:]))}
     print(json.dumps(facts))
 
 

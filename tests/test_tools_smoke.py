@@ -133,20 +133,32 @@ def test_attn_ablation_over_an_fp8_cache_widens_it_other_ways(tmp_path):
     assert checks == {"k_bits": True, "k_pairs_tl": True}, checks
 
 
-def test_attn_ablation_ranges_per_token_scales_per_tile_and_times_other_revisions(tmp_path):
+def test_attn_ablation_over_scaled_fp8_caches_takes_their_scales_other_ways(tmp_path):
     """Per-token V scales ranged per tile at a launch whose splits take several steps (the
-    kernel ranges them once per split there), and another revision of the generated module
-    (here its own source): both give the kernel's result within their bound."""
+    kernel ranges them once per split there), scalar scales read at every step: both give
+    the kernel's result within their bound."""
+    for kv, variant in (("fp8e4m3:per_token", "pt_range_per_tile"),
+                        ("fp8e5m2:scalar", "scales_per_step")):
+        out = tmp_path / variant
+        run = _run([os.path.join("tools", "attn_ablation.py"), str(out), "--smoke", "--kv", kv,
+                    "--variants", f"base,{variant}", "--launch", "splits=1"])
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        report = json.loads((out / "attn_ablation.json").read_text())
+        checks = report[0]["same_bits"]  # at both launches
+        assert {k.split(" ")[-1] for k in checks} == {variant} and len(checks) == 2 and \
+            all(checks.values()), (kv, checks)
+
+
+def test_attn_ablation_times_other_revisions_of_the_kernel(tmp_path):
+    """`--against NAME=FILE` builds another revision of the generated module (here its own
+    source) and checks its result against the kernel's."""
     other = tmp_path / "sparse_attn_other.py"
     other.write_text(open(os.path.join(ROOT, "generated", "sparse_attn.py")).read())
-    run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--kv",
-                "fp8e4m3:per_token", "--variants", "base,pt_range_per_tile", "--launch",
-                "splits=1", "--against", f"other={other}"])
+    run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke",
+                "--variants", "base", "--against", f"other={other}"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
-    checks = report[0]["same_bits"]  # at both launches
-    assert {k.split(" ")[-1] for k in checks} == {"pt_range_per_tile", "other"} and \
-        len(checks) == 4 and all(checks.values()), checks
+    assert report[0]["same_bits"] == {"s4 w4 st2 other": True}, report[0]["same_bits"]
 
 
 def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):

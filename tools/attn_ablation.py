@@ -48,7 +48,8 @@ value × 2^-8, given back after the product; the same bits but for NaN); `k_byte
 the byte (e5m2's exact widening; timing only over e4m3); `k_pairs` reads K as 16-bit pairs,
 as the kernel reads V (`k_pairs_tl`: the same by Triton's ops, for the interpreter;
 `k_pairs_tma`: at launches with tma through a descriptor of the cache as 16-bit pairs).
-`pt_range_per_tile` brings per-token V scales into fp16's range
+`scales_per_step` reads scalar K and V scales at every key step, as the kernel did before
+(`--kv fp8e5m2:scalar`). `pt_range_per_tile` brings per-token V scales into fp16's range
 by each key tile's own at every launch, as the kernel did before (`--kv fp8e4m3:per_token`;
 `pt_no_range` leaves the range out, timing only).
 """
@@ -77,10 +78,9 @@ from tune.measure import interleave  # noqa: E402
 # (the kernel's test for a row that saw a key)
 SEEN = ("    # l = 0 only where no key was visible; a NaN score leaves l NaN, which propagates\n"
         "    seen = l_i != 0.0\n")
-NEXT_SCALES = ("        if SCALES == \"per_token\":\n"
-               "            k_sc, v_sc = k_next, v_next\n")
-LOOP_END = ("            D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX, V_PAIRS, RANGE_ONCE)\n"
-            + NEXT_SCALES + SEEN)
+LOOP_END = ("            scale_head_off, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX,"
+            " V_PAIRS,\n            RANGE_ONCE)\n"
+            + SEEN)
 VARIANTS = {
     "base": [],
     # the last arrival does not merge (the output is wrong: timing only)
@@ -377,6 +377,19 @@ _PAIRS_TMA = ("        pass\n    w = tl.load(",
 VARIANTS["k_pairs_tma"] = [(old, new.replace(*_PAIRS_TMA), *rest)
                            for old, new, *rest in VARIANTS["k_pairs"]] + [_PAIRS_DESC]
 
+# A scalar K and V scale read at every key step, as the kernel read them before 2026-12-03
+# (now once per program, K's folded into the scores' scale: `_scalar_scales`); the split
+# kernel only (the query-tiled one would scale K twice). Over a cache with scalar scales.
+VARIANTS["scales_per_step"] = [
+    ("    sm_scale, v_scalar = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n"
+     "    m_i = tl.full([GP]", "    v_scalar = 1.0\n    m_i = tl.full([GP]", 1),
+    ("    s = s * sm_scale\n",
+     "    s = s * sm_scale\n    if SCALES == \"scalar\":\n        s = s * tl.load(k_scale_ptr)\n", 1),
+    ("            back = v_scalar * _P16_BACK\n",
+     "            back = _P16_BACK\n            if SCALES == \"scalar\":\n"
+     "                back = tl.load(v_scale_ptr) * _P16_BACK\n", 1),
+    ("            p = p * v_scalar\n", "            p = p * tl.load(v_scale_ptr)\n", 1)]
+
 # the split's partials to global memory and the last arrival's merge
 CLUSTER_OLD_PARTIALS = _source_block("        # Partials in one fp32 buffer",
                                      "                                split_stride, first_slot,")
@@ -478,7 +491,7 @@ VARIANTS["cluster_merge"] = [
 # KEYS_ROWS_TOL, not bit for bit).
 KEYS_ROWS_FUNCTIONS = """@triton.jit
 def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_kd,
-                k_sc, sm_scale, kv_desc, kv_head, t0, D: tl.constexpr,
+                k_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head, t0, D: tl.constexpr,
                 SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr):
     # scaled scores K·q^T [keys, lanes] (q given transposed, [D, lanes]; tiles by pointers)
     offs_d = tl.arange(0, D)
@@ -490,14 +503,15 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
     else:
         s = tl.dot(k, q)
     s = s * sm_scale
+    slot = page.to(tl.int64) * _BLOCK + offs_t
     if SCALES == "per_token":
-        s = s * k_sc[:, None]
-    return s, base, kv_offs
+        s = s * tl.load(k_scale_ptr + scale_head_off + slot)[:, None]
+    return s, base, kv_offs, slot
 
 
 @triton.jit
-def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, v_off, v_sc, v_scalar,
-                 kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
+def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr, v_scalar,
+                 scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
                  DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
                  V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr):
     # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range,
@@ -510,7 +524,7 @@ def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, v_off, v_sc, v_scalar,
     if SCALES == "scalar":
         p = p * v_scalar
     elif SCALES == "per_token":
-        p = p * v_sc[:, None]
+        p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None]
     v = tl.load(base + v_off + kv_offs).to(q.dtype)
     if DOT == "tf32x3":
         pv = tl.dot(tl.trans(v), p, input_precision="tf32x3")
@@ -546,7 +560,8 @@ VARIANTS["wgmma_split_only"] = VARIANTS["wgmma"] + VARIANTS["split_only"]
 WARP_SPLITS_BLOCK = """@triton.jit
 def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
                      kv_ptr, head_off, stride_kp, stride_kt, stride_kd, v_off,
-                     k_sc, v_sc, v_scalar, sm_scale, kv_desc, kv_head,
+                     k_scale_ptr, v_scale_ptr, v_scalar, scale_head_off, sm_scale, kv_desc,
+                     kv_head,
                      D: tl.constexpr, BLOCK_N: tl.constexpr, SCALES: tl.constexpr,
                      DOT: tl.constexpr, TMA: tl.constexpr, WS: tl.constexpr):
     # (tiles by pointers)
@@ -562,8 +577,9 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
     else:
         s = tl.dot(q, tl.permute(k, (0, 2, 1)))
     s = s * sm_scale
+    slot = page.to(tl.int64) * _BLOCK + offs_t
     if SCALES == "per_token":
-        s = s * tl.reshape(k_sc, [WS, KW])[:, None, :]
+        s = s * tl.load(k_scale_ptr + scale_head_off + slot)[:, None, :]
     key = b * _BLOCK + offs_t
     visible = (key <= pos) & (key < seq_len)
     s = tl.where(visible[:, None, :], s, float("-inf"))
@@ -575,7 +591,7 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
     if SCALES == "scalar":
         p = p * v_scalar
     elif SCALES == "per_token":
-        p = p * tl.reshape(v_sc, [WS, KW])[:, None, :]
+        p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None, :]
     v = tl.load(base + v_off + kv_offs).to(q.dtype)
     if DOT == "tf32x3":
         pv = tl.dot(p, v, input_precision="tf32x3")
@@ -598,7 +614,7 @@ VARIANTS["warp_splits"] = [
      "    acc = tl.zeros([WS, GP, D], tl.float32)\n"),
     ("        m_i, l_i, acc = _attend_block(\n", "        m_i, l_i, acc = _attend_block_ws(\n"),
     (LOOP_END,
-     "            D, BLOCK_N, SCALES, DOT, TMA, WS)\n" + NEXT_SCALES +
+     "            scale_head_off, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, WS)\n"
      "    # the warps' partials, combined\n"
      "    m_all = tl.max(m_i, axis=0)\n"
      "    w = tl.exp2((m_i - tl.where(m_all == float(\"-inf\"), 0.0, m_all)[None, :]) * _LOG2E)\n"
@@ -927,7 +943,7 @@ def timeline_summary(records, programs: int) -> dict:
 
 # variants whose result is the kernel's up to the order of additions: largest difference
 # from it allowed (bf16 output: a few units in the last place of values of order one)
-CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2,
+CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2, "scales_per_step": 3e-2,
          "pt_range_per_tile": 3e-2, "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2}
 # another revision of the kernel (--against): the same result up to the order of additions
 AGAINST_TOL = 3e-2
