@@ -1256,3 +1256,85 @@ def test_as_fast_means_within_the_noise_in_every_cell(sm90):
             for machine in ("GPU-a", "GPU-b")]
         (row,), _, _ = choose.choose(runs, sm90)
         assert (row["params"]["kv_chunks"] == 32) == kept, (simple_us, row)
+
+
+def test_an_fp8_scale_mode_is_tuned_as_its_own_input(sm90, spec_copy, capsys):
+    """`--kv-dtypes fp8e4m3:per_token`: the fp8 inputs with per-token scales, labelled apart;
+    a tune of some program counts writes per-token rows for those buckets and keeps the rows
+    per-token scales took until then (fp8 e4m3's without scales) for the others, so the
+    table stays whole; e5m2 with per-token scales takes the new rows, a cache without scales
+    its own."""
+    space = Space(sm90.reg, sm90.target, sms=132, kv_dtypes=("fp8e4m3:per_token",))
+    assert {(i["kv_dtype"], i["scales"], i["group"]) for i in space.attn_inputs} == {
+        ("fp8e4m3", "per_token", 16), ("fp8e4m3", "per_token", 8)}
+    labels = {space.attn_rep_label(m, i, P, H) for m, i, P, H in space.attn_points([64])}
+    assert "decode G16 P64 fp8e4m3:per_token" in labels, labels
+    for bad in ("bf16:per_token", "fp8e4m3:bogus"):
+        with pytest.raises(ValueError, match="scales"):
+            Space(sm90.reg, sm90.target, sms=132, kv_dtypes=(bad,))
+    from codegen.policy import lookup
+    p = sm90.reg.policies["sparse_attn_decode"]
+
+    def rule_at(reg, programs, kv="fp8e4m3", scales="per_token"):
+        point = dict(hardware="sm_90", q_dtype="bf16", kv_dtype=kv, scales=scales, group=16,
+                     head_dim=128, programs=programs)
+        return lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
+
+    before = {P: dict(rule_at(sm90.reg, P).params) for P in (1, 64, 4096)}
+    runs = []
+    for machine in ("GPU-a", "GPU-b"):
+        dev = FakeDevice()
+        r = measure.Run(space, dev, rounds=2, per_round=1, budget_s=1e9, say=lambda *a: None)
+        r.attention([64])
+        run = json.loads(json.dumps({**fake_run(space, dev, set(), machine=machine),
+                                     "sections": ["attention"], "points": r.points,
+                                     "planned": r.planned}))
+        runs.append(tmp := spec_copy.parent / f"attn_pt_{machine}.json")
+        tmp.write_text(json.dumps(run))
+    assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
+    capsys.readouterr()
+    reg = registry.load(str(spec_copy))  # (loads: the tables are proven gap-free)
+    data = measured.load_file(str(spec_copy / "measured" / "sm_90.json"))
+    pt = [r for r in data.rows("sparse_attn_decode") if r.values()["scales"] == "per_token"]
+    assert {r.values()["group"] for r in pt} == {16, 8}
+    for P in (1, 64, 4096):
+        rule = rule_at(reg, P)
+        assert "measured/sm_90.json" in str(rule.loc) and "per_token" in rule.note, rule
+        if P != 64:
+            assert dict(rule.params) == before[P]  # kept
+    # the fake device's fastest at 33-64 programs: four splits, three stages
+    assert (dict(rule_at(reg, 64).params)["splits"],
+            dict(rule_at(reg, 64).params)["num_stages"]) == (4, 3)
+    assert "per_token" in rule_at(reg, 64, kv="fp8e5m2").note
+    assert "per_token" not in rule_at(reg, 64, scales="none").note
+
+
+@pytest.mark.parametrize("mode", ["scalar", "per_token"])
+def test_gpu_device_attention_cases_carry_their_scales(reg, mode):
+    """kernels.GpuDevice's attention cases of an fp8 scale mode (CPU interpreter, tiny): k_scale
+    and v_scale over the case's cache (per token: one per KV head and slot, the step case's
+    over its own larger cache), used by the launches timed (the output differs from the same
+    case without them) and by the step."""
+    import torch
+
+    from tools.tune.kernels import GpuDevice
+
+    space = Space(reg, reg.hardware["sm_90"], sms=132, kv_dtypes=(f"fp8e4m3:{mode}",))
+    dev = GpuDevice(space, device="cpu")
+    inputs = {**next(i for i in space.attn_inputs if i["group"] == 16), "head_dim": 64}
+    case = dev.attn_case("decode", inputs, 2, 1, ctx=1024, topk=4)
+    step = dev.attn_step_case(case)
+    for c in (case, step):
+        slots = c["kv"].shape[0] * c["kv"].shape[2]
+        want = (1,) if mode == "scalar" else (1, slots)
+        assert c["k_scale"].shape == c["v_scale"].shape == want
+    launch = dict(splits=2, kv_tile=128, head_split=1, merge_kernel=False, num_warps=4,
+                  num_stages=2)
+    for c in (case, step):
+        ref = dev.attn_reference(c, dev.attn_call(c, "sparse_attn_split", launch))
+        assert bool(torch.isfinite(ref).all())
+        plain = {k: v for k, v in c.items() if k not in ("k_scale", "v_scale")}
+        other = dev.attn_reference(plain, dev.attn_call(plain, "sparse_attn_split", launch))
+        assert not torch.equal(ref, other)
+        assert dev.attn_problem(c, ref, dev.attn_call(
+            c, "sparse_attn_split", dict(launch, splits=1))) is None

@@ -87,7 +87,9 @@ def parse_args(argv=None):
     m.add_argument("--kv-dtypes", type=lambda t: tuple(v.strip() for v in t.split(",")),
                    default=None,
                    help="attention cache dtypes only, e.g. fp8e4m3 (the other inputs' buckets "
-                        "keep their rows)")
+                        "keep their rows); DTYPE:SCALES tunes an fp8 cache with that scale "
+                        "mode as its own input, e.g. fp8e4m3:per_token (until then it takes "
+                        "the rows of the cache without scales)")
     c = sub.add_parser("choose", help="choose rows from run files; --write writes them")
     c.add_argument("runs", nargs="+", help="run files of `measure` (machines)")
     c.add_argument("--write", action="store_true", help="write specs/measured/<target>.json")
@@ -235,7 +237,17 @@ def choose(args, argv, say=common.say) -> int:
     if any("prefill" in run["sections"] for run in runs):
         write.add_prefill_rows(data, space)
     if any("attention" in run["sections"] for run in runs):
-        write.add_attention_rows(data, space)
+        # the inputs the runs measured (`--kv-dtypes` may name a scale mode the default
+        # inputs lack)
+        attn_inputs = []
+        for run in runs:
+            for point in run["points"]:
+                if point["table"] in ("sparse_attn_decode", "sparse_attn_prefill"):
+                    i = {k: v for k, v in point["buckets"][0].items() if k != "programs"}
+                    if i not in attn_inputs:
+                        attn_inputs.append(i)
+        write.add_attention_rows(data, space, attn_inputs + [
+            i for i in space.attn_inputs if i not in attn_inputs])
     rows, report, labels = choose_mod.choose(runs, space, noise, data["provenance"]["runs"])
     say(f"tune choose: target {name}; runs " + ", ".join(labels))
     warning = choose_mod.coverage_warning(runs)

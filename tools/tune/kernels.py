@@ -215,6 +215,7 @@ class GpuDevice:
                 "kv": kv, "topk_idx": ids.to(dev), "block_table": table.to(dev),
                 "num_kv_heads": Hkv, "sm_scale": D ** -0.5}
         case["output"] = torch.empty(case["q"].shape, dtype=case["q"].dtype, device=dev)
+        case.update(self._attn_scales(inputs.get("scales", "none"), kv, gd))
         if mode == "decode":
             case.update(seq_lens=torch.full((R,), ctx, dtype=torch.int32, device=dev),
                         decode_query_len=1)
@@ -224,6 +225,16 @@ class GpuDevice:
                         prefix_lens=torch.tensor([prefix], dtype=torch.int32, device=dev),
                         max_query_len=T)
         return case
+
+    def _attn_scales(self, mode, kv, generator) -> dict:
+        """k_scale / v_scale of scale ``mode`` over cache ``kv``: none, one each (near one),
+        or one per (KV head, slot) in [0.5, 1.5)."""
+        torch = self.torch
+        if mode == "none":
+            return {}
+        shape = (1,) if mode == "scalar" else (kv.shape[3], kv.shape[0] * kv.shape[2])
+        return {name: torch.rand(shape, generator=generator, device=kv.device) + 0.5
+                for name in ("k_scale", "v_scale")}
 
     def attn_step_case(self, case, seed=1):
         """A decode ``case`` inside `sparse_decode_step`, its contexts cut to ATTN_STEP_CONTEXT
@@ -251,8 +262,11 @@ class GpuDevice:
                 "completion_counter": torch.zeros((Hkv, T), dtype=torch.int32, device=dev)}
         kv = torch.randn((pages, *case["kv"].shape[1:]), generator=g, device=dev).to(
             case["kv"].dtype)
+        mode = "none" if "k_scale" not in case else \
+            "scalar" if case["k_scale"].numel() == 1 else "per_token"
         return {**case, "kv": kv, "block_table": table(), "step": step,
-                "seq_lens": torch.full((R,), ctx, dtype=torch.int32, device=dev)}
+                "seq_lens": torch.full((R,), ctx, dtype=torch.int32, device=dev),
+                **self._attn_scales(mode, kv, g)}
 
     def attn_call(self, case, variant, params):
         launch = {"variant": variant, **params}
@@ -262,7 +276,8 @@ class GpuDevice:
                 launch, s["idx_q"], s["index_kv_cache"], s["index_block_table"], case["q"],
                 case["kv"], case["block_table"], case["seq_lens"], s["max_seq_len"], s["topk"],
                 0, 1, case["num_kv_heads"], Q, Q, case["sm_scale"], case["output"],
-                topk_out=s["topk_out"], completion_counter=s["completion_counter"])
+                topk_out=s["topk_out"], completion_counter=s["completion_counter"],
+                k_scale=case.get("k_scale"), v_scale=case.get("v_scale"))
         args = {k: v for k, v in case.items() if k != "mode"}
         return lambda: self._attn(launch, case["mode"], **args)
 

@@ -106,7 +106,8 @@ class Space:
     with ``sms`` SMs; ``quick`` keeps a small sanity subset; ``inputs`` names the decode
     inputs measured (q_dtype, cache_dtype, head_dim, num_heads; default MEASURED_SCORE);
     ``groups``: the attention inputs of these GQA group sizes only (default all);
-    ``kv_dtypes``: those of these cache dtypes only (default all)."""
+    ``kv_dtypes``: those of these cache dtypes only (default all), each DTYPE or
+    DTYPE:SCALES (an fp8 cache's inputs with that scale mode instead of none)."""
 
     def __init__(self, reg, target, sms: int, quick: bool = False, inputs: dict | None = None,
                  near: bool = False, groups=None, kv_dtypes=None):
@@ -211,9 +212,17 @@ class Space:
         # a row is chosen for every layout, not for one; 32k contexts (8k for the step
         # representative: ATTN_STEP_CONTEXT), topk 16.
         from specs import sparse_attn as attn_specs
-        self.attn_inputs = [i for i in attn_specs.MEASURED_ATTN
-                            if (not groups or i["group"] in groups)
-                            and (not kv_dtypes or i["kv_dtype"] in kv_dtypes)]
+        caches = [tuple((c.split(":", 1) + ["none"])[:2]) for c in kv_dtypes or ()]
+        for kv, mode in caches:
+            if mode not in attn_specs.SCALE_MODES or (mode != "none" and
+                                                      not kv.startswith("fp8")):
+                raise ValueError(f"attention cache {kv}:{mode}: scales are one of "
+                                 f"{attn_specs.SCALE_MODES}, and other than none only over "
+                                 "an fp8 cache")
+        self.attn_inputs = [dict(i, scales=mode) for i in attn_specs.MEASURED_ATTN
+                            if not groups or i["group"] in groups
+                            for kv, mode in caches or [(i["kv_dtype"], i["scales"])]
+                            if i["kv_dtype"] == kv]
         if not self.attn_inputs:
             known = sorted({(i["group"], i["kv_dtype"]) for i in attn_specs.MEASURED_ATTN})
             raise ValueError(f"attention groups {sorted(groups or ())}, cache dtypes "
@@ -623,10 +632,12 @@ class Space:
 
     def attn_rep_label(self, mode, inputs, programs, kv_heads) -> str:
         """'decode G16 P64'; another head count than the group's first gets ' Hkv1' added,
-        another cache than bf16 its dtype (' fp8e4m3')."""
+        another cache than bf16 its dtype (' fp8e4m3'), scales their mode (':per_token')."""
         plain = kv_heads == self.attn_kv_heads[inputs["group"]][0]
+        scales = inputs.get("scales", "none")
         return (f"{mode} G{inputs['group']} P{programs}" + ("" if plain else f" Hkv{kv_heads}")
-                + ("" if inputs["kv_dtype"] == "bf16" else f" {inputs['kv_dtype']}"))
+                + ("" if inputs["kv_dtype"] == "bf16" else f" {inputs['kv_dtype']}")
+                + ("" if scales == "none" else f":{scales}"))
 
     def attn_candidates_at(self, mode, inputs, programs) -> list:
         """Split counts 1..16 × (warps, stages) with whole-block steps; up to 512 programs

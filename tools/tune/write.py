@@ -111,12 +111,14 @@ def add_prefill_rows(data: dict, space) -> None:
                 hardware=now)
 
 
-def add_attention_rows(data: dict, space) -> None:
+def add_attention_rows(data: dict, space, measured_inputs=None) -> None:
     """Rows for the attention tables over the programs axis, for the space's attention inputs
-    the data has none for yet: what the target launches there now."""
+    (or ``measured_inputs``: those runs measured) the data has none for yet: what the target launches
+    there now (for an fp8 scale mode tuned for the first time, the rows it took until then:
+    `specs.sparse_attn.MEASURED_AS`), so only the chosen rows change a launch."""
     now = space.target.name if space.measured_here else "generic"
     for table in ("sparse_attn_decode", "sparse_attn_prefill"):
-        for inputs in space.attn_inputs:
+        for inputs in measured_inputs or space.attn_inputs:
             if any(all(row[a] == inputs[a] for a in inputs) for row in data[table]):
                 continue
             data[table] += _default_rows(space, table, dict(inputs), "programs", 1, None,
