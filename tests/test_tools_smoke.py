@@ -149,6 +149,14 @@ def test_attn_ablation_over_scaled_fp8_caches_takes_their_scales_other_ways(tmp_
             all(checks.values()), (kv, checks)
 
 
+def test_attn_ablation_prints_its_usage():
+    """--help prints the study's usage (exit 0); no output directory first: usage, exit 2."""
+    run = _run([os.path.join("tools", "attn_ablation.py"), "--help"])
+    assert run.returncode == 0 and "python3 tools/attn_ablation.py OUTDIR" in run.stdout
+    run = _run([os.path.join("tools", "attn_ablation.py"), "--smoke"])
+    assert run.returncode == 2 and "--against NAME=FILE" in run.stdout
+
+
 def test_attn_ablation_times_other_revisions_of_the_kernel(tmp_path):
     """`--against NAME=FILE` builds another revision of the generated module (here its own
     source) and checks its result against the kernel's."""
