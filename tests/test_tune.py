@@ -496,6 +496,16 @@ def test_attention_points_can_be_limited_to_some_program_counts(reg):
     assert {i["group"] for _, i, _, _ in g8.attn_points()} == {8}
     with pytest.raises(ValueError, match="groups"):
         Space(reg, reg.hardware["sm_90"], sms=132, groups=[3])
+    # `measure --modes decode`: decode's points only (prefill's buckets are not planned)
+    dec = Space(reg, reg.hardware["sm_90"], sms=132, modes=["decode"])
+    assert dec.attn_points() == [p for p in space.attn_points() if p[0] == "decode"]
+    assert {p[0] for p in space.attn_points()} == {"decode", "prefill"}
+    run = measure.Run(dec, FakeDevice(), rounds=1, per_round=1, budget_s=-1,
+                      say=lambda *a: None)
+    run.attention([32])
+    assert {b["table"] for b in run.planned} == {"sparse_attn_decode"}
+    with pytest.raises(ValueError, match="modes"):
+        Space(reg, reg.hardware["sm_90"], sms=132, modes=["verify"])
 
 
 def test_tma_and_table_first_twins_and_near_keeps_one_parameter_from_the_current_row(reg):

@@ -90,6 +90,10 @@ def parse_args(argv=None):
                         "keep their rows); DTYPE:SCALES tunes an fp8 cache with that scale "
                         "mode as its own input, e.g. fp8e4m3:per_token (until then it takes "
                         "the rows of the cache without scales)")
+    m.add_argument("--modes", type=lambda t: tuple(v.strip() for v in t.split(",")),
+                   default=None,
+                   help="attention tables of these modes only: decode, prefill (the other "
+                        "mode's buckets keep their rows)")
     c = sub.add_parser("choose", help="choose rows from run files; --write writes them")
     c.add_argument("runs", nargs="+", help="run files of `measure` (machines)")
     c.add_argument("--write", action="store_true", help="write specs/measured/<target>.json")
@@ -122,7 +126,8 @@ def measure(args, argv) -> int:
     hw, declared = target.target_of(facts, reg.hardware)
     try:
         space = Space(reg, hw, facts["sms"], args.quick, args.inputs, near=args.near,
-                      groups=args.groups, kv_dtypes=args.kv_dtypes)
+                      groups=args.groups, kv_dtypes=args.kv_dtypes,
+                      modes=args.modes)
     except ValueError as e:
         sys.exit(f"tune measure: {e}")
     return record_run(args, argv, space, GpuDevice(space), facts, declared,

@@ -107,10 +107,11 @@ class Space:
     inputs measured (q_dtype, cache_dtype, head_dim, num_heads; default MEASURED_SCORE);
     ``groups``: the attention inputs of these GQA group sizes only (default all);
     ``kv_dtypes``: those of these cache dtypes only (default all), each DTYPE or
-    DTYPE:SCALES (an fp8 cache's inputs with that scale mode instead of none)."""
+    DTYPE:SCALES (an fp8 cache's inputs with that scale mode instead of none); ``modes``:
+    the attention tables of these modes only (decode, prefill; default both)."""
 
     def __init__(self, reg, target, sms: int, quick: bool = False, inputs: dict | None = None,
-                 near: bool = False, groups=None, kv_dtypes=None):
+                 near: bool = False, groups=None, kv_dtypes=None, modes=None):
         from specs import index_decode as decode_specs
 
         self.reg, self.target, self.sms, self.quick = reg, target, sms, quick
@@ -223,6 +224,10 @@ class Space:
                             if not groups or i["group"] in groups
                             for kv, mode in caches or [(i["kv_dtype"], i["scales"])]
                             if i["kv_dtype"] == kv]
+        if set(modes or ()) - set(ATTN_TABLES):
+            raise ValueError(f"attention modes {sorted(modes)}: each one of "
+                             f"{', '.join(ATTN_TABLES)}")
+        self.attn_modes = [m for m in ATTN_TABLES if not modes or m in modes]
         if not self.attn_inputs:
             known = sorted({(i["group"], i["kv_dtype"]) for i in attn_specs.MEASURED_ATTN})
             raise ValueError(f"attention groups {sorted(groups or ())}, cache dtypes "
@@ -589,7 +594,8 @@ class Space:
         if programs:
             reps = [P for P in reps if P in programs]
         # (P programs at h KV heads are P / h rows: no point where P < h)
-        return [(mode, i, P, h) for P in reps for mode in ATTN_TABLES for i in self.attn_inputs
+        return [(mode, i, P, h) for P in reps for mode in self.attn_modes
+                for i in self.attn_inputs
                 if i["group"] in self.attn_kv_heads for h in self.attn_kv_heads[i["group"]]
                 if h <= P]
 
