@@ -1067,10 +1067,15 @@ def test_warm_up_groups_cover_each_attention_candidate_once(sm90):
     # (fewer tasks than the points' candidates: the 1-KV-head points add no compile)
     points = sm90.attn_points(programs)
     assert len(tasks) < sum(len(sm90.attn_candidates_at(m, i, P)) for m, i, P, _ in points)
-    # each task's point measures it
+    # each task's point measures it, and it is the smallest that does (the largest points'
+    # inputs take up to 16 GiB: in every worker at once they ran the device out of memory)
     for t in tasks:
         assert (t[1], t[2], t[3], t[4]) in points and \
             (t[5], t[6]) in sm90.attn_candidates_at(t[1], t[2], t[3])
+        step = t[1] == "decode" and t[3] <= ATTN_STEP_MAX_PROGRAMS
+        assert t[3] == min(P for m, i, P, _ in points if (m, i) == (t[1], t[2])
+                           and (m == "decode" and P <= ATTN_STEP_MAX_PROGRAMS) == step
+                           and (t[5], t[6]) in sm90.attn_candidates_at(m, i, P))
 
 
 def test_command_line():

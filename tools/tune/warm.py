@@ -76,12 +76,13 @@ def warm_groups(space, sections, shapes=None, contexts=None, requests=None,
         # launch, not on the point's program count or KV heads (whose integers the kernels
         # do not specialise: on 2026-12-03 a 1-KV-head point's 144 candidates were timed in
         # 2.4 s right after the 4-head point had compiled them), so each is launched at the
-        # first point that measures it (a decode point of up to ATTN_STEP_MAX_PROGRAMS also
-        # inside the step). Per-point groups had every worker compile the same kernels.
-        # Chunks of ATTN_CHUNK tasks, in point order (a worker builds a point's inputs once
-        # per chunk), spread the compiles over the workers.
+        # smallest point that measures it (a decode point of up to ATTN_STEP_MAX_PROGRAMS
+        # also inside the step): sixteen workers each holding a largest point's inputs (up
+        # to 16 GiB) ran the device out of memory. Per-point groups had every worker compile
+        # the same kernels. Chunks of ATTN_CHUNK tasks, in point order (a worker builds a
+        # point's inputs once per chunk), spread the compiles over the workers.
         tasks = {}
-        for mode, inputs, P, H in space.attn_points(programs):
+        for mode, inputs, P, H in sorted(space.attn_points(programs), key=lambda p: p[2]):
             step = mode == "decode" and P <= ATTN_STEP_MAX_PROGRAMS
             for variant, params in space.attn_candidates_at(mode, inputs, P):
                 tasks.setdefault((mode, repr(sorted(inputs.items())), step, variant,
