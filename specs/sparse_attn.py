@@ -102,8 +102,13 @@ SPECS = [
             tensors=(Q, KV, TOPK_IDX, BLOCK_TABLE, OUTPUT),
             params=(Param(name="lanes", kind="int", pow2=True, minimum=16, maximum=256,
                           doc="query lanes (rows · G) per tile"),
+                    Param(name="sorted_union", kind="bool",
+                          doc="the union walked as sorted (block, page) keys in a loop whose "
+                              "tiles are pipelined over num_stages, not by repeated minima "
+                              "(a while loop: unpipelined, two programs per SM); a tile of "
+                              "more than SORTED_UNION_MAX_KEYS keys walks by minima"),
                     NUM_WARPS, NUM_STAGES),
-            defaults=dict(lanes=64, num_warps=8, num_stages=2)),
+            defaults=dict(lanes=64, sorted_union=False, num_warps=8, num_stages=2)),
     Variant(name="sparse_attn", template="sparse_attention.py.j2",
             output="sparse_attention.py", **COMMON,
             doc="host entries: validation, dispatch, scratch for sparse_attn_decode / "
@@ -143,7 +148,8 @@ def declared_prefill_rules(hw):
              params=SPLIT_OPTIONS, by=Buckets(axis="programs", rows=SPLITS_BY_PROGRAMS.rows[:-1] + (
                  (513, 2047, dict(splits=1)),)), note="per token (not measured)"),
         Rule(when={"hardware": hw, "programs": at_least(2048), "q_dtype": one_of("bf16", "fp16")},
-             variant="sparse_attn_tiled", params=dict(lanes=64, num_warps=8, num_stages=2),
+             variant="sparse_attn_tiled",
+             params=dict(lanes=64, sorted_union=False, num_warps=8, num_stages=2),
              note="query-tiled: 64 lanes as 8 warps (4 spill at sm_90; not measured)"),
         # fp32 q (tests): a 3xTF32 tile of 64 lanes at D 256 overflows shared memory
         Rule(when={"hardware": hw, "programs": at_least(2048), "q_dtype": "fp32"},

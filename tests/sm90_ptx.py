@@ -12,7 +12,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 from sm90_code import attention as attention_kernel, compile_kernel, facts as sass_facts, \
-    router as router_kernel  # noqa: E402
+    router as router_kernel, tiled as tiled_kernel  # noqa: E402
 
 from generated import index_fused, index_score, index_topk, sparse_attn  # noqa: E402
 from generated.dispatch import ROUTER_GEMM  # noqa: E402
@@ -153,6 +153,18 @@ def main():
         loop = ttir.index("scf.for")
         facts["attention_per_token_reductions"][splits] = {
             "before_loop": ttir[:loop].count("tt.reduce"), "in_loop": ttir[loop:].count("tt.reduce")}
+    # the query-tiled kernel at 128 lanes of 8 warps and 3 stages: walking its union as sorted
+    # keys it streams the tiles by asynchronous copies (pipelined) and, at the most keys it
+    # sorts (SORTED_UNION_MAX_KEYS over 8 rows: a list of 128), fits sm_90's shared memory
+    # without spills; walking by minima (a while loop) it loads them to registers
+    facts["tiled_walks"] = {}
+    for walk, topk in (("sorted", sparse_attn.SORTED_UNION_MAX_KEYS // 8), ("minima", 16)):
+        compiled = tiled_kernel(group=16, lanes=128, warps=8, stages=3, topk=topk,
+                                sorted_union=walk == "sorted")
+        got = sass_facts(compiled)
+        facts["tiled_walks"][walk] = {
+            "async_copies": sum(n for op, n in got["ops"].items() if op.startswith("LDGSTS")),
+            "shared": compiled.metadata.shared, "spilled": got["spill_stores"]}
     print(json.dumps(facts))
 
 

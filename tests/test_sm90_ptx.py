@@ -97,3 +97,9 @@ def test_sm90_instructions_follow_their_switches():
     red = facts["attention_per_token_reductions"]
     assert red["2"]["in_loop"] < red["16"]["in_loop"] and \
         red["2"]["before_loop"] > red["16"]["before_loop"], red
+    # the query-tiled kernel's sorted walk is pipelined and fits the SM (227 KiB of shared
+    # memory a block) at the most keys it sorts; the walk by minima is not pipelined
+    walks = facts["tiled_walks"]
+    assert walks["sorted"]["async_copies"] > 0 and walks["sorted"]["spilled"] == 0, walks
+    assert walks["sorted"]["shared"] <= 227 * 1024, walks
+    assert walks["minima"]["async_copies"] == 0, walks

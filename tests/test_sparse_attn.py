@@ -475,19 +475,69 @@ def test_prefill_query_tiles_match_float64(G, lanes):
     ids = block_lists(pos, Hkv, topk, W, g)
     q = torch.randn((T, Hkv * G, D), generator=g).bfloat16()
     args = [t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)]
-    tiled = torch.full((T, Hkv * G, D), float("nan"), dtype=torch.float32, device=DEVICE)
-    sa.sparse_attn_with_launch(dict(variant="sparse_attn_tiled", lanes=lanes, num_warps=4,
-                                    num_stages=2), "prefill", *args, max(qlen), Hkv, D ** -0.5,
-                               tiled)
+    walks = {}
+    for sorted_union in (False, True):
+        tiled = torch.full((T, Hkv * G, D), float("nan"), dtype=torch.float32, device=DEVICE)
+        sa.sparse_attn_with_launch(dict(variant="sparse_attn_tiled", lanes=lanes,
+                                        sorted_union=sorted_union, num_warps=4, num_stages=2),
+                                   "prefill", *args, max(qlen), Hkv, D ** -0.5, tiled)
+        walks[sorted_union] = tiled
     ref = ref_sparse_attn(args[0], args[1], args[2], args[3], pos, Hkv, D ** -0.5)
     check(tiled, ref, (1e-3, 1.7e-2))  # rows here see few keys: larger 16-bit P rounding
     assert bool((tiled[42:] == 0).all())
+    # each row's blocks in ascending order either way: at one launch, the same bits
+    assert torch.equal(walks[True], walks[False])
     if G != 8:
         return
     per_token = torch.zeros_like(tiled)
     generated.sparse_attn_prefill(*args, max(qlen), Hkv, D ** -0.5, per_token,
                                   hardware="generic")
     torch.testing.assert_close(tiled, per_token, rtol=0, atol=2e-2)
+
+
+def test_tiled_walks_agree_where_requests_share_pages(monkeypatch):
+    """Tiles holding rows of two requests whose tables give some blocks the same page (a
+    shared prefix: one step of the sorted walk serves both, the walk by minima loads it once
+    per request), blocks listed twice and −1 holes: both walks of the query-tiled kernel give
+    float64's result and, at one launch, the same bits; a tile of more keys than
+    SORTED_UNION_MAX_KEYS walks by minima."""
+    g = torch.Generator().manual_seed(5)
+    W, Hkv, G, D, topk = 5, 1, 8, 64, 4
+    prefix, qlen = [520, 515], [6, 10]
+    seq = [p + n for p, n in zip(prefix, qlen)]
+    pages = 2 * W + 1
+    kv = make_cache(pages, Hkv, D, "5d", torch.bfloat16, g)
+    shared = torch.randperm(pages, generator=g)[:2 * W]
+    table = torch.stack([shared[:W], torch.cat([shared[:3], shared[W:W + 2]])]).to(torch.int32)
+    cu = torch.tensor([0, 6, 16], dtype=torch.int32)
+    pre, lens = torch.tensor(prefix, dtype=torch.int32), torch.tensor(seq, dtype=torch.int32)
+    T = 16
+    pos = prefill_positions(cu, pre, lens, T, max(qlen))
+    ids = block_lists(pos, Hkv, topk, W, g)
+    ids[0, ::3, 1] = ids[0, ::3, 0]  # listed twice
+    ids[0, 1::4, 2] = -1
+    q = torch.randn((T, Hkv * G, D), generator=g).bfloat16()
+    args = [t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)]
+    ref = ref_sparse_attn(args[0], args[1], args[2], args[3], pos, Hkv, D ** -0.5)
+    walked = []
+    real = sk._rt.KernelLaunch
+
+    def launch(kernel, grid, options):  # the walk each launch takes (its last argument)
+        run = real(kernel, grid, options)
+        return lambda *a: walked.append(a[-1]) or run(*a)
+
+    monkeypatch.setattr(sk._rt, "KernelLaunch", launch)
+    outs = []
+    for sorted_union, most in ((False, 1024), (True, 1024), (True, 8 * 4 - 1)):
+        monkeypatch.setattr(sk, "SORTED_UNION_MAX_KEYS", most)
+        out = torch.full(q.shape, float("nan"), dtype=torch.float32, device=DEVICE)
+        sa.sparse_attn_with_launch(dict(variant="sparse_attn_tiled", lanes=64,
+                                        sorted_union=sorted_union, num_warps=4, num_stages=2),
+                                   "prefill", *args, max(qlen), Hkv, D ** -0.5, out)
+        check(out, ref, (1e-3, 1.7e-2))
+        outs.append(out)
+    assert walked == [False, True, False]  # 8 rows × 4 ids: 32 keys past 31
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
 
 
 def test_a_block_listed_twice_counts_once_in_every_kernel():
@@ -504,7 +554,9 @@ def test_a_block_listed_twice_counts_once_in_every_kernel():
     cu = torch.tensor([0, 2], dtype=torch.int32, device=DEVICE)
     pre = torch.tensor([398], dtype=torch.int32, device=DEVICE)
     for launch in (dict(splits=2, num_warps=4, num_stages=2),
-                   dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2)):
+                   dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2),
+                   dict(variant="sparse_attn_tiled", lanes=16, sorted_union=True, num_warps=4,
+                        num_stages=2)):
         out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
         sa.sparse_attn_with_launch(launch, "prefill", case["q"], case["kv"], ids,
                                    case["block_table"], cu, case["seq_lens"], pre, 2, 1,
@@ -580,7 +632,9 @@ def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed, monkeypa
                         head_split=rnd.choice([1, 2, 4]), num_warps=4, num_stages=2),
                    dict(splits=2, table_first=True, num_warps=4, num_stages=2),
                    dict(variant="sparse_attn_tiled", lanes=max(16, G) * 2, num_warps=4,
-                        num_stages=2)):
+                        num_stages=2),
+                   dict(variant="sparse_attn_tiled", lanes=max(16, G) * 2, sorted_union=True,
+                        num_warps=4, num_stages=2)):
         out = torch.full(q.shape, float("nan"), device=DEVICE)
         sa.sparse_attn_with_launch(launch, "prefill", *args, mql, Hkv, 0.3, out)
         assert bool(torch.isfinite(out).all()), launch

@@ -101,7 +101,7 @@ def test_bench_attn_smoke_checks_every_row(tmp_path):
     assert report["rows"][0]["step"]["step_equals_two_calls"]
     assert report["prefill"] and all(
         r[name]["check_ok"] and r[name]["tflops"] > 0 for r in report["prefill"]
-        for name in ("table", "per-token", "tiled"))
+        for name in ("table", "per-token", "tiled", "tiled sorted"))
 
 
 def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):

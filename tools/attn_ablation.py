@@ -1106,7 +1106,8 @@ def main():
             row_launch = sparse_attention.explain_sparse_attn(
                 "decode", hw, "bf16", kv_dtype, scales, Hq // Hkv, q.shape[2], R * Q * Hkv)
             launches = [{k: row_launch[k] for k in ("splits", "num_warps", "num_stages",
-                                                    *sparse_attention.SPLIT_LEFT_OUT)}]
+                                                    *sparse_attention.LEFT_OUT[
+                                                        sparse_attention.SPLIT])}]
         launches = launches + [x for x in parse_launches(option("--launch"))
                                if x not in launches]
         checks = {}

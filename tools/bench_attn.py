@@ -19,7 +19,7 @@ plain read), vLLM's µs and the ratio; then the decode step of the scenario end 
 over its ids alone, and `sparse_decode_step` (both, PDL-chained; its output checked bitwise
 against the two calls). Prefill (PREFILL_ROWS, one request of prefix + chunk tokens whose lists
 are shared by runs of 64 tokens, as an indexer's are): the table's launch, the per-token and
-the query-tiled kernels, µs and TFLOP/s of the useful products (4 · D · Hq per visible listed
+the query-tiled kernels (PREFILL_LAUNCHES), µs and TFLOP/s of the useful products (4 · D · Hq per visible listed
 key: q·k and p·v). ``--kv DTYPE[:SCALES]``: the cache in another dtype (fp8e4m3, fp8e5m2) with
 no scales, a scalar or per-token ones (random in [0.5, 1.5)); the floor and the plain read
 then count its bytes, vLLM's (bf16) times are not compared, and the same row with a bf16
@@ -43,9 +43,14 @@ QUICK = ((32, 2, 1, 32768, 1), (32, 2, 32, 32768, 4), (64, 4, 128, 32768, 1),
 PREFILL_ROWS = ((64, 4, 8192, 2048), (32, 2, 8192, 2048), (16, 1, 8192, 2048),
                 (8, 1, 8192, 2048), (64, 4, 0, 8192), (64, 4, 122880, 8192))
 SMOKE_PREFILL_ROWS = ((16, 1, 230, 40),)  # its tokens cross a block boundary
+# the per-token kernel at one split; the query-tiled one walking its union by minima, and as
+# sorted keys over a pipeline (128 lanes of 8 warps, 3 stages: its fastest launch on
+# 2026-12-04, GPU-279e5ac7)
 PREFILL_LAUNCHES = {"per-token": dict(splits=1, num_warps=4, num_stages=2),
                     "tiled": dict(variant="sparse_attn_tiled", lanes=64, num_warps=4,
-                                  num_stages=2)}
+                                  num_stages=2),
+                    "tiled sorted": dict(variant="sparse_attn_tiled", lanes=128,
+                                         sorted_union=True, num_warps=8, num_stages=3)}
 
 
 def parse_args(argv=None):

@@ -6,6 +6,7 @@ ptxas and nvdisasm): registers, spills and the SASS instructions by kind, per th
     python3 tools/sm90_code.py router-splitk --shape 4096x192 --block-m 32 --block-n 32 --block-k 64 --split-k 16 --stages 3
     python3 tools/sm90_code.py scorer --q bf16 --cache fp8e4m3 --block-q 4 --warps 4 --stages 3
     python3 tools/sm90_code.py attention --group 8 --kv-tile 64 --splits 8 --stages 3
+    python3 tools/sm90_code.py tiled --group 16 --lanes 128 --warps 8 --stages 3
 
 Arguments are specialized the way the JIT specializes contiguous, 16-byte aligned tensors:
 aligned pointers, unit strides as constants, the other strides divisible by 16. Reading the
@@ -162,6 +163,29 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
         num_warps=warps, num_stages=stages)
 
 
+def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="bf16",
+          topk=16, scales="none", sorted_union=True):
+    """The query-tiled sparse-attention prefill kernel at one launch, on a contiguous
+    [pages, 2, 128, Hkv, D] cache of ``cache``'s type (products as `attention` takes them);
+    ``sorted_union``: the tile's union walked as sorted keys (a pipelined loop: cp.async
+    copies, LDGSTS) or by minima."""
+    from generated import sparse_attn
+
+    fp8 = cache.startswith("fp8")
+    dot = "tf32x3" if q == "fp32" else "fp16" if fp8 and q == "bf16" else "native"
+    return compile_kernel(
+        sparse_attn._sparse_attn_tiled_kernel,
+        {"q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "out_ptr": POINTER[q],
+         "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32", "sm_scale": "fp32"},
+        dict(G=group, D=head_dim, BT=sparse_attn.tile_rows(group, lanes),
+             TOPK_P=1 << (topk - 1).bit_length(), SCALES=scales, DOT=dot, FP8_PTX=fp8,
+             SORTED_UNION=sorted_union, stride_qd=1, stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1,
+             stride_pl=1),
+        div16=("stride_qt", "stride_qh", "stride_kp", "stride_kh", "stride_kt", "v_off",
+               "stride_ot", "stride_oh"),
+        num_warps=warps, num_stages=stages)
+
+
 def summary(name: str, f: dict) -> str:
     ops = f["ops"]
     shown = sorted(k for k in ops if k.split(".")[0] in (
@@ -217,6 +241,18 @@ def main(argv=None):
                    help="the row's table entries read before its ids")
     a.add_argument("--scales", choices=("none", "scalar", "per_token"), default="none",
                    help="K and V scales of an fp8 cache")
+    t = sub.add_parser("tiled", help="sparse-attention query-tiled kernel (prefill)")
+    t.add_argument("--group", type=int, default=16, help="query heads per KV head")
+    t.add_argument("--head-dim", type=int, default=128)
+    t.add_argument("--lanes", type=int, default=64, help="query lanes (rows · G) per tile")
+    t.add_argument("--topk", type=int, default=16)
+    t.add_argument("--warps", type=int, default=4)
+    t.add_argument("--stages", type=int, default=2)
+    t.add_argument("--q", choices=("bf16", "fp16", "fp32"), default="bf16")
+    t.add_argument("--cache", choices=tuple(POINTER), default="bf16")
+    t.add_argument("--scales", choices=("none", "scalar", "per_token"), default="none")
+    t.add_argument("--minima", action="store_true",
+                   help="the union walked by repeated minima, not as sorted keys")
     args = p.parse_args(argv)
     common.setup(False)
     os.environ.pop("TRITON_INTERPRET", None)  # the interpreter replaces @triton.jit functions
@@ -242,6 +278,12 @@ def main(argv=None):
                 f"D {args.head_dim} kv_tile {args.kv_tile} splits {args.splits} head_split {args.head_split} warps {args.warps} stages "
                 f"{args.stages}{' merge kernel' if args.merge_kernel else ''}"
                 f"{' tma' if args.tma else ''}{' table first' if args.table_first else ''}")
+    elif args.kernel == "tiled":
+        compiled = tiled(args.group, args.head_dim, args.lanes, args.warps, args.stages,
+                         args.q, args.cache, args.topk, args.scales, not args.minima)
+        name = (f"tiled q {args.q} cache {args.cache} scales {args.scales} G {args.group} "
+                f"D {args.head_dim} lanes {args.lanes} topk {args.topk} warps {args.warps} "
+                f"stages {args.stages}{' minima' if args.minima else ' sorted union'}")
     else:
         compiled = scorer(args.q, args.cache, args.head_dim, 1, args.block_q, args.warps,
                           args.stages)

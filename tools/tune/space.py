@@ -658,7 +658,7 @@ class Space:
         ATTN_TABLE_FIRST_MAX_PROGRAMS programs (not quick) each also with the table row read
         first (table_first: one dependent load less before the first tile, which matters where
         the grid is one wave); prefill also the query-tiled kernel at 32, 64 and 128 lanes (at
-        least 16 and G)."""
+        least 16 and G), each walk of the tile's union (sorted_union) at its stages."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
         last = dict(merge_kernel=False)  # the last split to finish merges
         whole = dict(kv_tile=self.block, head_split=1, **last)
@@ -692,8 +692,11 @@ class Space:
         if mode == "decode" and programs <= ATTN_TABLE_FIRST_MAX_PROGRAMS and not self.quick:
             cands += [(v, dict(p, table_first=True)) for v, p in cands]
         if mode == "prefill":
-            cands += [(A_TILED, dict(lanes=n, num_warps=w, num_stages=2))
-                      for n in (32, 64, 128) for w in (4, 8)
+            # the union by minima (not pipelined: its stages change nothing), or as sorted
+            # keys, unpipelined (1 stage: two programs per SM) or over 2 or 3 stages
+            walks = [(False, 2)] + ([] if self.quick else [(True, 1), (True, 2), (True, 3)])
+            cands += [(A_TILED, dict(lanes=n, sorted_union=su, num_warps=w, num_stages=st))
+                      for n in (32, 64, 128) for w in (4, 8) for su, st in walks
                       if n >= max(16, inputs["group"])]
         table = ATTN_TABLES[mode]
         return self._with_anchors(cands, table, self.attn_bucket(inputs, programs))
