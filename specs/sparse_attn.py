@@ -61,6 +61,11 @@ OUTPUT = TensorContract(name="output", rank=3, dtypes=("bf16", "fp16", "fp32"),
 
 COMMON = dict(family="sparse_attn", hardware=HARDWARE, constants=CONSTANTS)
 BLOCK = dict(CONSTANTS)["SPARSE_BLOCK_SIZE"]  # keys per listed block (one cache page)
+# K and V tiles by the tensor memory accelerator (both kernels)
+TMA = Param(name="tma", kind="bool",
+            doc="K and V tiles by the tensor memory accelerator (one bulk copy per tile "
+                "through a descriptor made on the host; NVIDIA compute capability >= 9.0, "
+                "and a cache it can address: otherwise loads by pointers)")
 
 SPECS = [
     Variant(name="sparse_attn_split", template="sparse_attn.py.j2", output="sparse_attn.py",
@@ -81,11 +86,7 @@ SPECS = [
                     Param(name="merge_kernel", kind="bool",
                           doc="several splits: a second kernel (one program per row and query "
                               "head) merges the partials, not the last split to finish"),
-                    Param(name="tma", kind="bool",
-                          doc="K and V tiles by the tensor memory accelerator (one bulk copy "
-                              "per tile through a descriptor made on the host; NVIDIA compute "
-                              "capability >= 9.0, and a cache it can address: otherwise loads "
-                              "by pointers)"),
+                    TMA,
                     Param(name="table_first", kind="bool",
                           doc="the row's whole block table read beside q, before the ids "
                               "(and before the wait for the indexer in the decode step): a "
@@ -107,8 +108,9 @@ SPECS = [
                               "tiles are pipelined over num_stages, not by repeated minima "
                               "(a while loop: unpipelined, two programs per SM); a tile of "
                               "more than SORTED_UNION_MAX_KEYS keys walks by minima"),
-                    NUM_WARPS, NUM_STAGES),
-            defaults=dict(lanes=64, sorted_union=False, num_warps=8, num_stages=2)),
+                    TMA, NUM_WARPS, NUM_STAGES),
+            defaults=dict(lanes=64, sorted_union=False, tma=False, num_warps=8,
+                          num_stages=2)),
     Variant(name="sparse_attn", template="sparse_attention.py.j2",
             output="sparse_attention.py", **COMMON,
             doc="host entries: validation, dispatch, scratch for sparse_attn_decode / "
@@ -149,7 +151,8 @@ def declared_prefill_rules(hw):
                  (513, 2047, dict(splits=1)),)), note="per token (not measured)"),
         Rule(when={"hardware": hw, "programs": at_least(2048), "q_dtype": one_of("bf16", "fp16")},
              variant="sparse_attn_tiled",
-             params=dict(lanes=64, sorted_union=False, num_warps=8, num_stages=2),
+             params=dict(lanes=64, sorted_union=False, tma=False, num_warps=8,
+                         num_stages=2),
              note="query-tiled: 64 lanes as 8 warps (4 spill at sm_90; not measured)"),
         # fp32 q (tests): a 3xTF32 tile of 64 lanes at D 256 overflows shared memory
         Rule(when={"hardware": hw, "programs": at_least(2048), "q_dtype": "fp32"},

@@ -154,16 +154,20 @@ def main():
         facts["attention_per_token_reductions"][splits] = {
             "before_loop": ttir[:loop].count("tt.reduce"), "in_loop": ttir[loop:].count("tt.reduce")}
     # the query-tiled kernel at 128 lanes of 8 warps and 3 stages: walking its union as sorted
-    # keys it streams the tiles by asynchronous copies (pipelined) and, at the most keys it
-    # sorts (SORTED_UNION_MAX_KEYS over 8 rows: a list of 128), fits sm_90's shared memory
-    # without spills; walking by minima (a while loop) it loads them to registers
+    # keys it streams the tiles by asynchronous copies (pipelined), or with tma by bulk tensor
+    # copies, and at the most keys it sorts (SORTED_UNION_MAX_KEYS over 8 rows: a list of
+    # 128) fits sm_90's shared memory without spills; walking by minima (a while loop) it
+    # loads them to registers
     facts["tiled_walks"] = {}
-    for walk, topk in (("sorted", sparse_attn.SORTED_UNION_MAX_KEYS // 8), ("minima", 16)):
+    most = sparse_attn.SORTED_UNION_MAX_KEYS // 8
+    for walk, topk, tma in (("sorted", most, False), ("sorted_tma", most, True),
+                            ("minima", 16, False)):
         compiled = tiled_kernel(group=16, lanes=128, warps=8, stages=3, topk=topk,
-                                sorted_union=walk == "sorted")
+                                sorted_union=walk != "minima", tma=tma)
         got = sass_facts(compiled)
         facts["tiled_walks"][walk] = {
             "async_copies": sum(n for op, n in got["ops"].items() if op.startswith("LDGSTS")),
+            "bulk_tensor_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),
             "shared": compiled.metadata.shared, "spilled": got["spill_stores"]}
     print(json.dumps(facts))
 

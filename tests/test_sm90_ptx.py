@@ -100,6 +100,9 @@ def test_sm90_instructions_follow_their_switches():
     # the query-tiled kernel's sorted walk is pipelined and fits the SM (227 KiB of shared
     # memory a block) at the most keys it sorts; the walk by minima is not pipelined
     walks = facts["tiled_walks"]
-    assert walks["sorted"]["async_copies"] > 0 and walks["sorted"]["spilled"] == 0, walks
-    assert walks["sorted"]["shared"] <= 227 * 1024, walks
-    assert walks["minima"]["async_copies"] == 0, walks
+    assert walks["sorted"]["async_copies"] > 0 and walks["sorted"]["bulk_tensor_copies"] == 0
+    assert walks["sorted_tma"]["async_copies"] == 0 and \
+        walks["sorted_tma"]["bulk_tensor_copies"] >= 2, walks
+    for walk in ("sorted", "sorted_tma"):
+        assert walks[walk]["shared"] <= 227 * 1024 and walks[walk]["spilled"] == 0, walks
+    assert walks["minima"]["async_copies"] == walks["minima"]["bulk_tensor_copies"] == 0, walks

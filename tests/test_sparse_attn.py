@@ -522,9 +522,9 @@ def test_tiled_walks_agree_where_requests_share_pages(monkeypatch):
     walked = []
     real = sk._rt.KernelLaunch
 
-    def launch(kernel, grid, options):  # the walk each launch takes (its last argument)
+    def launch(kernel, grid, options):  # the walk each launch takes (SORTED_UNION)
         run = real(kernel, grid, options)
-        return lambda *a: walked.append(a[-1]) or run(*a)
+        return lambda *a: walked.append(a[-2]) or run(*a)
 
     monkeypatch.setattr(sk._rt, "KernelLaunch", launch)
     outs = []
@@ -675,6 +675,47 @@ def test_tma_tiles_give_the_pointer_bits(layout, kv_dtype, scales, kv_tile, spli
                           case["sm_scale"], **kw)
     check(got[True], ref)
     assert bool((got[True][4:] == 0).all())  # request 2: seq_len 0
+
+
+@pytest.mark.parametrize("layout,kv_dtype,scales", [
+    ("5d", torch.bfloat16, "none"), ("hnd", FP8["e4m3"], "per_token")])
+def test_tma_tiles_of_the_query_tiled_kernel_give_the_pointer_bits(layout, kv_dtype, scales,
+                                                                   monkeypatch):
+    """The query-tiled kernel's K and V tiles through the cache's tensor descriptor give the
+    bits of its pointer loads, with either walk of the tile's union, a tile crossing two
+    requests and rows of no request (zeros)."""
+    g = torch.Generator().manual_seed(9)
+    Hkv, G, D, W, topk = 2, 4, 64, 4, 3
+    prefix, qlen = [300, 0], [5, 6]
+    seq = [p + n for p, n in zip(prefix, qlen)]
+    pages = 2 * W + 1
+    kv = make_cache(pages, Hkv, D, layout, kv_dtype, g)
+    table = torch.randperm(pages, generator=g)[:2 * W].view(2, W).to(torch.int32)
+    cu = torch.tensor([0, 5, 11], dtype=torch.int32)
+    pre, lens = torch.tensor(prefix, dtype=torch.int32), torch.tensor(seq, dtype=torch.int32)
+    T = 12
+    pos = prefill_positions(cu, pre, lens, T, max(qlen))
+    ids = block_lists(pos, Hkv, topk, W, g)
+    q = torch.randn((T, Hkv * G, D), generator=g).bfloat16()
+    case = dict(q=q.to(DEVICE), kv=kv.to(DEVICE), topk_idx=ids.to(DEVICE),
+                block_table=table.to(DEVICE), cu_seqlens_q=cu.to(DEVICE),
+                seq_lens=lens.to(DEVICE), prefix_lens=pre.to(DEVICE), max_query_len=max(qlen),
+                num_kv_heads=Hkv, sm_scale=D ** -0.5)
+    kw = scale_args(case, scales, seed=5)
+    made = _counted_descriptors(monkeypatch)
+    for sorted_union in (False, True):
+        got = {}
+        for tma in (False, True):
+            out = torch.full(q.shape, float("nan"), dtype=torch.float32, device=DEVICE)
+            got[tma] = sa.sparse_attn_with_launch(
+                dict(variant="sparse_attn_tiled", lanes=16, sorted_union=sorted_union, tma=tma,
+                     num_warps=4, num_stages=2), "prefill", **case, output=out, **kw)
+        assert torch.equal(got[True], got[False]), sorted_union
+    assert len(made) == 2  # each tma launch took its tiles through a descriptor
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
+                          Hkv, case["sm_scale"], **kw)
+    check(got[True], ref, (1e-3, 1.7e-2))
+    assert bool((got[True][11:] == 0).all())
 
 
 @pytest.mark.parametrize("widest", [None, 2])
@@ -1201,7 +1242,8 @@ def _step_with_decode_rows(monkeypatch, **params):
 @pytest.mark.parametrize("Hkv,G", [(4, 16), (1, 8)])
 def test_gpu_prefill_both_variants_full_size(Hkv, G):
     """1 × (8192 + 2048) tokens, topk 16: lists shared by runs of 64 neighbouring tokens (as
-    an indexer's are); per-token and query-tiled against float64 on sampled rows."""
+    an indexer's are); per-token and query-tiled (either walk, tma) against float64 on
+    sampled rows, the two walks bit for bit at one launch."""
     g = torch.Generator().manual_seed(31)
     prefix, chunk, D, topk = 8192, 2048, 128, 16
     W = (prefix + chunk) // BLOCK
@@ -1226,12 +1268,20 @@ def test_gpu_prefill_both_variants_full_size(Hkv, G):
     rows = list(range(0, chunk, 97)) + [chunk - 1]
     ref = ref_sparse_attn(q[rows], kv, ids[:, rows], table, [pos[r] for r in rows], Hkv,
                           D ** -0.5)
+    tiled = {}
     for launch in (dict(splits=1, num_warps=4, num_stages=2),
-                   dict(variant="sparse_attn_tiled", lanes=64, num_warps=8, num_stages=2)):
+                   dict(variant="sparse_attn_tiled", lanes=64, num_warps=8, num_stages=2),
+                   dict(variant="sparse_attn_tiled", lanes=64, sorted_union=True, num_warps=8,
+                        num_stages=2),
+                   dict(variant="sparse_attn_tiled", lanes=128, sorted_union=True, tma=True,
+                        num_warps=8, num_stages=3)):
         out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
         sa.sparse_attn_with_launch(launch, "prefill", q, kv, ids, table, cu, lens, pre, chunk,
                                    Hkv, D ** -0.5, out)
         check(out[rows], ref)
+        if launch.get("lanes") == 64:
+            tiled[launch.get("sorted_union", False)] = out
+    assert torch.equal(tiled[True], tiled[False])  # the two walks at one launch
 
 
 @pytest.mark.gpu
@@ -1263,13 +1313,15 @@ def test_gpu_fp8_decode_and_prefill_full_size(kv_dtype, mode):
         out = torch.full(case["q"].shape, float("nan"), dtype=torch.bfloat16, device="cuda")
         check(sa.sparse_attn_with_launch(launch, "decode", **case, output=out, **kw), ref)
     T = case["q"].shape[0]
-    out = torch.full(case["q"].shape, float("nan"), dtype=torch.bfloat16, device="cuda")
-    sa.sparse_attn_with_launch(
-        dict(variant="sparse_attn_tiled", lanes=64, num_warps=8, num_stages=2), "prefill",
-        case["q"], case["kv"], case["topk_idx"], case["block_table"],
-        torch.arange(T + 1, dtype=torch.int32, device="cuda"), case["seq_lens"],
-        case["seq_lens"] - 1, 1, 2, case["sm_scale"], out, **kw)
-    check(out, ref)
+    for launch in (dict(variant="sparse_attn_tiled", lanes=64, num_warps=8, num_stages=2),
+                   dict(variant="sparse_attn_tiled", lanes=128, sorted_union=True, tma=True,
+                        num_warps=8, num_stages=3)):
+        out = torch.full(case["q"].shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        sa.sparse_attn_with_launch(
+            launch, "prefill", case["q"], case["kv"], case["topk_idx"], case["block_table"],
+            torch.arange(T + 1, dtype=torch.int32, device="cuda"), case["seq_lens"],
+            case["seq_lens"] - 1, 1, 2, case["sm_scale"], out, **kw)
+        check(out, ref)
 
 
 def test_topk_wider_than_the_indexer_selects_is_refused_by_name():

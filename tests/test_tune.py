@@ -509,15 +509,19 @@ def test_attention_points_can_be_limited_to_some_program_counts(reg):
 
 
 def test_tma_and_table_first_twins_and_near_keeps_one_parameter_from_the_current_row(reg):
-    """On sm_90 every split candidate comes with and without tma (never the tiled kernel, and
-    not on a target without the accelerator); `measure --near` keeps the candidates one launch
-    parameter away from the bucket's current row (tma flipped among them) and the anchors."""
+    """On sm_90 every split candidate comes with and without tma, the tiled kernel's only where
+    its sorted walk pipelines (more than one stage), and none on a target without the
+    accelerator; `measure --near` keeps the candidates one launch parameter away from the
+    bucket's current row (tma flipped among them) and the anchors."""
     sm90 = Space(reg, reg.hardware["sm_90"], sms=132)
     for mode, inputs, P, _ in sm90.attn_points([32]):
         cands = sm90.attn_candidates_at(mode, inputs, P)
         split = [p for v, p in cands if v == A_SPLIT]
         assert all(dict(p, tma=not p["tma"]) in split for p in split), (mode, inputs)
-        assert all("tma" not in p for v, p in cands if v == A_TILED)
+        tiled = [p for v, p in cands if v == A_TILED]
+        assert all((dict(p, tma=not p["tma"]) in tiled) ==
+                   (p["sorted_union"] and p["num_stages"] > 1) for p in tiled), (mode, inputs)
+        assert bool(tiled) == (mode == "prefill") and any(p["tma"] for p in tiled) == bool(tiled)
     generic = Space(reg, reg.hardware["generic"], sms=132)
     mode, inputs, P, _ = generic.attn_points([32])[0]
     assert not any(p.get("tma") for _, p in generic.attn_candidates_at(mode, inputs, P))

@@ -164,11 +164,12 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
 
 
 def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="bf16",
-          topk=16, scales="none", sorted_union=True):
+          topk=16, scales="none", sorted_union=True, tma=False):
     """The query-tiled sparse-attention prefill kernel at one launch, on a contiguous
     [pages, 2, 128, Hkv, D] cache of ``cache``'s type (products as `attention` takes them);
     ``sorted_union``: the tile's union walked as sorted keys (a pipelined loop: cp.async
-    copies, LDGSTS) or by minima."""
+    copies, LDGSTS) or by minima; ``tma``: its tiles through a tensor descriptor of the cache
+    (`kv_tma_layout`)."""
     from generated import sparse_attn
 
     fp8 = cache.startswith("fp8")
@@ -176,8 +177,11 @@ def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="
     return compile_kernel(
         sparse_attn._sparse_attn_tiled_kernel,
         {"q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "out_ptr": POINTER[q],
-         "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32", "sm_scale": "fp32"},
-        dict(G=group, D=head_dim, BT=sparse_attn.tile_rows(group, lanes),
+         "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32", "sm_scale": "fp32",
+         **({"kv_desc": f"tensordesc<{POINTER[cache][1:]}[1,1,128,1,{head_dim}]>"}
+            if tma else {})},
+        dict(G=group, D=head_dim, BT=sparse_attn.tile_rows(group, lanes), TMA=tma,
+             **({} if tma else {"kv_desc": None}),
              TOPK_P=1 << (topk - 1).bit_length(), SCALES=scales, DOT=dot, FP8_PTX=fp8,
              SORTED_UNION=sorted_union, stride_qd=1, stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1,
              stride_pl=1),
@@ -253,6 +257,7 @@ def main(argv=None):
     t.add_argument("--scales", choices=("none", "scalar", "per_token"), default="none")
     t.add_argument("--minima", action="store_true",
                    help="the union walked by repeated minima, not as sorted keys")
+    t.add_argument("--tma", action="store_true", help="tiles through a tensor descriptor")
     args = p.parse_args(argv)
     common.setup(False)
     os.environ.pop("TRITON_INTERPRET", None)  # the interpreter replaces @triton.jit functions
@@ -280,10 +285,12 @@ def main(argv=None):
                 f"{' tma' if args.tma else ''}{' table first' if args.table_first else ''}")
     elif args.kernel == "tiled":
         compiled = tiled(args.group, args.head_dim, args.lanes, args.warps, args.stages,
-                         args.q, args.cache, args.topk, args.scales, not args.minima)
+                         args.q, args.cache, args.topk, args.scales, not args.minima,
+                         args.tma)
         name = (f"tiled q {args.q} cache {args.cache} scales {args.scales} G {args.group} "
                 f"D {args.head_dim} lanes {args.lanes} topk {args.topk} warps {args.warps} "
-                f"stages {args.stages}{' minima' if args.minima else ' sorted union'}")
+                f"stages {args.stages}{' minima' if args.minima else ' sorted union'}"
+                f"{' tma' if args.tma else ''}")
     else:
         compiled = scorer(args.q, args.cache, args.head_dim, 1, args.block_q, args.warps,
                           args.stages)

@@ -658,7 +658,8 @@ class Space:
         ATTN_TABLE_FIRST_MAX_PROGRAMS programs (not quick) each also with the table row read
         first (table_first: one dependent load less before the first tile, which matters where
         the grid is one wave); prefill also the query-tiled kernel at 32, 64 and 128 lanes (at
-        least 16 and G), each walk of the tile's union (sorted_union) at its stages."""
+        least 16 and G), each walk of the tile's union (sorted_union) at its stages, the sorted
+        one's pipelined launches also with tma."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
         last = dict(merge_kernel=False)  # the last split to finish merges
         whole = dict(kv_tile=self.block, head_split=1, **last)
@@ -695,9 +696,14 @@ class Space:
             # the union by minima (not pipelined: its stages change nothing), or as sorted
             # keys, unpipelined (1 stage: two programs per SM) or over 2 or 3 stages
             walks = [(False, 2)] + ([] if self.quick else [(True, 1), (True, 2), (True, 3)])
-            cands += [(A_TILED, dict(lanes=n, sorted_union=su, num_warps=w, num_stages=st))
-                      for n in (32, 64, 128) for w in (4, 8) for su, st in walks
-                      if n >= max(16, inputs["group"])]
+            tiled = [(A_TILED, dict(lanes=n, sorted_union=su, tma=False, num_warps=w,
+                                    num_stages=st))
+                     for n in (32, 64, 128) for w in (4, 8) for su, st in walks
+                     if n >= max(16, inputs["group"])]
+            # the sorted walk's pipelined tiles also through the tensor memory accelerator
+            cands += tiled + ([(v, dict(p, tma=True)) for v, p in tiled
+                               if p["sorted_union"] and p["num_stages"] > 1]
+                              if self.tma and not self.quick else [])
         table = ATTN_TABLES[mode]
         return self._with_anchors(cands, table, self.attn_bucket(inputs, programs))
 
