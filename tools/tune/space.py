@@ -237,12 +237,15 @@ class Space:
         # programs, the per-token kernel at two splits being 1.2× the best at one end; so are
         # 9–16 and 17–32: G 16 decode at 16 programs took 16 splits with a merge kernel, 13 %
         # faster there than the best single row of 9–32, which took 4 splits for 32 programs
-        # (2026-12-02); and 1–2 and 3–8: a 1–8 row chosen at 4 and 8 programs was 12 % slower
-        # at one (8 / 1, one request) than the row before it. Data files chosen before hold
-        # one row for each joined range, which the next tune of these counts splits.)
+        # (2026-12-02); 1–2 and 3–8: a 1–8 row chosen at 4 and 8 programs was 12 % slower
+        # at one (8 / 1, one request) than the row before it; and 513–1024 and 1025–2048: G 8
+        # prefill takes 64-lane query tiles at 1024 programs and 128-lane ones at 2048, the
+        # best single row of 513–2048 being 1.17× the best at 2048 (2026-12-04). Data files
+        # chosen before hold one row for each joined range, which the next tune of these
+        # counts splits.)
         self.attn_buckets = {(1, 2): (1, 2), (3, 8): (4, 8), (9, 16): (16,), (17, 32): (32,),
                              (33, 64): (64,), (65, 128): (128,), (129, 256): (256,),
-                             (257, 512): (512,), (513, 2048): (1024, 2048),
+                             (257, 512): (512,), (513, 1024): (1024,), (1025, 2048): (2048,),
                              (2049, None): (8192,)}
         self.attn_kv_heads = {16: (4, 1), 8: (1,)}  # the first: the layout labelled plainly
 
