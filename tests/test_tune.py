@@ -1330,6 +1330,42 @@ def test_an_fp8_scale_mode_is_tuned_as_its_own_input(sm90, spec_copy, capsys):
     assert "per_token" not in rule_at(reg, 64, scales="none").note
 
 
+def test_a_tune_of_one_mode_writes_rows_of_that_table_only(sm90, spec_copy, capsys):
+    """`--kv-dtypes fp8e4m3:per_token --modes decode`: per-token decode rows, and none in the
+    prefill table (a frozen copy of the rows it followed would keep it off fp8 e4m3's rows
+    when those are re-chosen): per-token prefill still takes fp8 e4m3's (MEASURED_AS)."""
+    from codegen.policy import lookup
+
+    space = Space(sm90.reg, sm90.target, sms=132, kv_dtypes=("fp8e4m3:per_token",),
+                  modes=("decode",))
+    runs = []
+    for machine in ("GPU-a", "GPU-b"):
+        dev = FakeDevice()
+        r = measure.Run(space, dev, rounds=2, per_round=1, budget_s=1e9, say=lambda *a: None)
+        r.attention([64])
+        run = json.loads(json.dumps({**fake_run(space, dev, set(), machine=machine),
+                                     "sections": ["attention"], "points": r.points,
+                                     "planned": r.planned}))
+        runs.append(tmp := spec_copy.parent / f"attn_pt_{machine}.json")
+        tmp.write_text(json.dumps(run))
+    assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
+    capsys.readouterr()
+    reg = registry.load(str(spec_copy))
+    data = measured.load_file(str(spec_copy / "measured" / "sm_90.json"))
+    scales = {t: {r.values()["scales"] for r in data.rows(t)}
+              for t in ("sparse_attn_decode", "sparse_attn_prefill")}
+    assert "per_token" in scales["sparse_attn_decode"], scales
+    assert "per_token" not in scales["sparse_attn_prefill"], scales
+    p = reg.policies["sparse_attn_prefill"]
+    for P in (64, 8192):
+        point = dict(hardware="sm_90", q_dtype="bf16", kv_dtype="fp8e4m3", group=16,
+                     head_dim=128, programs=P)
+        rules = [lookup(p, reg.tables["sparse_attn_prefill"],
+                        tuple({**point, "scales": s}[a.name] for a in p.axes))
+                 for s in ("per_token", "none")]
+        assert rules[0].loc == rules[1].loc and "measured/sm_90.json" in str(rules[0].loc)
+
+
 @pytest.mark.parametrize("mode", ["scalar", "per_token"])
 def test_gpu_device_attention_cases_carry_their_scales(reg, mode):
     """kernels.GpuDevice's attention cases of an fp8 scale mode (CPU interpreter, tiny): k_scale

@@ -242,17 +242,16 @@ def choose(args, argv, say=common.say) -> int:
     if any("prefill" in run["sections"] for run in runs):
         write.add_prefill_rows(data, space)
     if any("attention" in run["sections"] for run in runs):
-        # the inputs the runs measured (`--kv-dtypes` may name a scale mode the default
-        # inputs lack)
-        attn_inputs = []
+        # the tables the runs measured, each with the inputs measured there (`--kv-dtypes`
+        # may name a scale mode the default inputs lack; `--modes` one table of two)
+        attn_inputs: dict = {}
         for run in runs:
             for point in run["points"]:
                 if point["table"] in ("sparse_attn_decode", "sparse_attn_prefill"):
                     i = {k: v for k, v in point["buckets"][0].items() if k != "programs"}
-                    if i not in attn_inputs:
-                        attn_inputs.append(i)
-        write.add_attention_rows(data, space, attn_inputs + [
-            i for i in space.attn_inputs if i not in attn_inputs])
+                    if i not in attn_inputs.setdefault(point["table"], []):
+                        attn_inputs[point["table"]].append(i)
+        write.add_attention_rows(data, space, attn_inputs)
     rows, report, labels = choose_mod.choose(runs, space, noise, data["provenance"]["runs"])
     say(f"tune choose: target {name}; runs " + ", ".join(labels))
     warning = choose_mod.coverage_warning(runs)
