@@ -1333,9 +1333,16 @@ def test_an_fp8_scale_mode_is_tuned_as_its_own_input(sm90, spec_copy, capsys):
 def test_a_tune_of_one_mode_writes_rows_of_that_table_only(sm90, spec_copy, capsys):
     """`--kv-dtypes fp8e4m3:per_token --modes decode`: per-token decode rows, and none in the
     prefill table (a frozen copy of the rows it followed would keep it off fp8 e4m3's rows
-    when those are re-chosen): per-token prefill still takes fp8 e4m3's (MEASURED_AS)."""
+    when those are re-chosen): per-token prefill still takes fp8 e4m3's (MEASURED_AS), here
+    from a data file whose prefill table has no per-token rows."""
     from codegen.policy import lookup
 
+    path = str(spec_copy / "measured" / "sm_90.json")
+    data = measured.read(path)
+    data["sparse_attn_prefill"] = [r for r in data["sparse_attn_prefill"]
+                                   if r["scales"] != "per_token"]
+    measured.write(path, data)
+    prefill_before = measured.read(path)["sparse_attn_prefill"]
     space = Space(sm90.reg, sm90.target, sms=132, kv_dtypes=("fp8e4m3:per_token",),
                   modes=("decode",))
     runs = []
@@ -1351,11 +1358,12 @@ def test_a_tune_of_one_mode_writes_rows_of_that_table_only(sm90, spec_copy, caps
     assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
     capsys.readouterr()
     reg = registry.load(str(spec_copy))
-    data = measured.load_file(str(spec_copy / "measured" / "sm_90.json"))
+    data = measured.load_file(path)
     scales = {t: {r.values()["scales"] for r in data.rows(t)}
               for t in ("sparse_attn_decode", "sparse_attn_prefill")}
     assert "per_token" in scales["sparse_attn_decode"], scales
     assert "per_token" not in scales["sparse_attn_prefill"], scales
+    assert measured.read(path)["sparse_attn_prefill"] == prefill_before
     p = reg.policies["sparse_attn_prefill"]
     for P in (64, 8192):
         point = dict(hardware="sm_90", q_dtype="bf16", kv_dtype="fp8e4m3", group=16,
