@@ -1324,6 +1324,57 @@ def test_gpu_fp8_decode_and_prefill_full_size(kv_dtype, mode):
         check(out, ref)
 
 
+def _sm90_table_launches() -> dict:
+    """(mode, kv dtype, scales, G) → the distinct launches the sm_90 data file's attention
+    rows name for that input (every one at q bf16, D 128)."""
+    import os
+
+    from codegen import measured
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    data = measured.load_file(os.path.join(root, "specs", "measured", "sm_90.json"))
+    out: dict = {}
+    for mode in ("decode", "prefill"):
+        for row in data.rows(f"sparse_attn_{mode}"):
+            v = row.values()
+            assert (v["q_dtype"], v["head_dim"]) == ("bf16", 128), v  # the case below
+            launch = {"variant": row.choice, **row.params}
+            key = (mode, v["kv_dtype"], v["scales"], v["group"])
+            if launch not in out.setdefault(key, []):
+                out[key].append(launch)
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode,kv,scales,G", sorted(_sm90_table_launches()))
+def test_gpu_every_launch_of_the_sm90_tables_matches_float64(mode, kv, scales, G):
+    """Each launch an sm_90 table row names, on that row's inputs (two KV heads, four
+    requests of four query tokens at 4–9k keys, 16 listed blocks): within vLLM's bounds of
+    float64, as a decode call or as the prefill of those tokens after their prefix (the
+    same positions)."""
+    Q, Hkv = 4, 2
+    dtype = {"bf16": torch.bfloat16, "fp8e4m3": torch.float8_e4m3fn}[kv]
+    case, pos = decode_case([4096 + 1711 * r for r in range(4)], Q=Q, Hkv=Hkv, G=G, D=128,
+                            topk=16, kv_dtype=dtype, seed=G)
+    kw = scale_args(case, scales, seed=G + 1)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
+                          Hkv, case["sm_scale"], **kw)
+    R = case["seq_lens"].shape[0]
+    cu = torch.arange(0, R * Q + 1, Q, dtype=torch.int32, device=DEVICE)
+    for launch in _sm90_table_launches()[(mode, kv, scales, G)]:
+        out = torch.full(case["q"].shape, float("nan"), dtype=torch.bfloat16, device=DEVICE)
+        if mode == "decode":
+            sa.sparse_attn_with_launch(launch, "decode", **case, output=out, **kw)
+        else:
+            sa.sparse_attn_with_launch(launch, "prefill", case["q"], case["kv"],
+                                       case["topk_idx"], case["block_table"], cu,
+                                       case["seq_lens"], case["seq_lens"] - Q, Q, Hkv,
+                                       case["sm_scale"], out, **kw)
+        try:
+            check(out, ref)
+        except AssertionError as e:
+            raise AssertionError(f"{launch}: {e}") from None
+
+
 def test_topk_wider_than_the_indexer_selects_is_refused_by_name():
     """A block list wider than MAX_TOPK (the split kernel compares a row's ids pairwise) is a
     ValueError naming topk_idx, in both entries; MAX_TOPK itself is served."""
