@@ -1279,6 +1279,23 @@ def test_as_fast_means_within_the_noise_in_every_cell(sm90):
         assert (row["params"]["kv_chunks"] == 32) == kept, (simple_us, row)
 
 
+def _choose_attention_at_64_programs(space, spec_copy, capsys):
+    """`tune choose --write` into ``spec_copy`` of two fake machines' attention runs of
+    ``space`` at 64 programs."""
+    runs = []
+    for machine in ("GPU-a", "GPU-b"):
+        dev = FakeDevice()
+        r = measure.Run(space, dev, rounds=2, per_round=1, budget_s=1e9, say=lambda *a: None)
+        r.attention([64])
+        run = json.loads(json.dumps({**fake_run(space, dev, set(), machine=machine),
+                                     "sections": ["attention"], "points": r.points,
+                                     "planned": r.planned}))
+        runs.append(tmp := spec_copy.parent / f"attn_pt_{machine}.json")
+        tmp.write_text(json.dumps(run))
+    assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
+    capsys.readouterr()
+
+
 def test_an_fp8_scale_mode_is_tuned_as_its_own_input(sm90, spec_copy, capsys):
     """`--kv-dtypes fp8e4m3:per_token`: the fp8 inputs with per-token scales, labelled apart;
     a tune of some program counts writes per-token rows for those buckets and keeps the rows
@@ -1302,18 +1319,7 @@ def test_an_fp8_scale_mode_is_tuned_as_its_own_input(sm90, spec_copy, capsys):
         return lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
 
     before = {P: dict(rule_at(sm90.reg, P).params) for P in (1, 64, 4096)}
-    runs = []
-    for machine in ("GPU-a", "GPU-b"):
-        dev = FakeDevice()
-        r = measure.Run(space, dev, rounds=2, per_round=1, budget_s=1e9, say=lambda *a: None)
-        r.attention([64])
-        run = json.loads(json.dumps({**fake_run(space, dev, set(), machine=machine),
-                                     "sections": ["attention"], "points": r.points,
-                                     "planned": r.planned}))
-        runs.append(tmp := spec_copy.parent / f"attn_pt_{machine}.json")
-        tmp.write_text(json.dumps(run))
-    assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
-    capsys.readouterr()
+    _choose_attention_at_64_programs(space, spec_copy, capsys)
     reg = registry.load(str(spec_copy))  # (loads: the tables are proven gap-free)
     data = measured.load_file(str(spec_copy / "measured" / "sm_90.json"))
     pt = [r for r in data.rows("sparse_attn_decode") if r.values()["scales"] == "per_token"]
@@ -1345,18 +1351,7 @@ def test_a_tune_of_one_mode_writes_rows_of_that_table_only(sm90, spec_copy, caps
     prefill_before = measured.read(path)["sparse_attn_prefill"]
     space = Space(sm90.reg, sm90.target, sms=132, kv_dtypes=("fp8e4m3:per_token",),
                   modes=("decode",))
-    runs = []
-    for machine in ("GPU-a", "GPU-b"):
-        dev = FakeDevice()
-        r = measure.Run(space, dev, rounds=2, per_round=1, budget_s=1e9, say=lambda *a: None)
-        r.attention([64])
-        run = json.loads(json.dumps({**fake_run(space, dev, set(), machine=machine),
-                                     "sections": ["attention"], "points": r.points,
-                                     "planned": r.planned}))
-        runs.append(tmp := spec_copy.parent / f"attn_pt_{machine}.json")
-        tmp.write_text(json.dumps(run))
-    assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
-    capsys.readouterr()
+    _choose_attention_at_64_programs(space, spec_copy, capsys)
     reg = registry.load(str(spec_copy))
     data = measured.load_file(path)
     scales = {t: {r.values()["scales"] for r in data.rows(t)}
