@@ -84,10 +84,10 @@ def scale_args(case, scales, seed):
         return dict(k_scale=torch.tensor(0.75, device=DEVICE),
                     v_scale=torch.tensor(1.25, device=DEVICE))
     if scales == "per_token":
-        slots = case["kv"].shape[0] * BLOCK
+        shape = (case["num_kv_heads"], case["kv"].shape[0] * BLOCK)
         g = torch.Generator().manual_seed(seed)
-        return dict(k_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE),
-                    v_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE))
+        return dict(k_scale=(torch.rand(shape, generator=g) + 0.5).to(DEVICE),
+                    v_scale=(torch.rand(shape, generator=g) + 0.5).to(DEVICE))
     return {}
 
 
@@ -1325,8 +1325,8 @@ def test_gpu_fp8_decode_and_prefill_full_size(kv_dtype, mode):
 
 
 def _sm90_table_launches() -> dict:
-    """(mode, kv dtype, scales, G) → the distinct launches the sm_90 data file's attention
-    rows name for that input (every one at q bf16, D 128)."""
+    """(mode, q dtype, kv dtype, scales, G, head_dim) → the distinct launches the sm_90 data
+    file's attention rows name for that input."""
     import os
 
     from codegen import measured
@@ -1336,31 +1336,31 @@ def _sm90_table_launches() -> dict:
     for mode in ("decode", "prefill"):
         for row in data.rows(f"sparse_attn_{mode}"):
             v = row.values()
-            assert (v["q_dtype"], v["head_dim"]) == ("bf16", 128), v  # the case below
             launch = {"variant": row.choice, **row.params}
-            key = (mode, v["kv_dtype"], v["scales"], v["group"])
+            key = (mode, v["q_dtype"], v["kv_dtype"], v["scales"], v["group"], v["head_dim"])
             if launch not in out.setdefault(key, []):
                 out[key].append(launch)
     return out
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode,kv,scales,G", sorted(_sm90_table_launches()))
-def test_gpu_every_launch_of_the_sm90_tables_matches_float64(mode, kv, scales, G):
+@pytest.mark.parametrize("mode,q_dtype,kv,scales,G,D", sorted(_sm90_table_launches()))
+def test_gpu_every_launch_of_the_sm90_tables_matches_float64(mode, q_dtype, kv, scales, G, D):
     """Each launch an sm_90 table row names, on that row's inputs (two KV heads, four
     requests of four query tokens at 4–9k keys, 16 listed blocks): within vLLM's bounds of
     float64, as a decode call or as the prefill of those tokens after their prefix (the
     same positions)."""
     Q, Hkv = 4, 2
-    dtype = {"bf16": torch.bfloat16, "fp8e4m3": torch.float8_e4m3fn}[kv]
-    case, pos = decode_case([4096 + 1711 * r for r in range(4)], Q=Q, Hkv=Hkv, G=G, D=128,
-                            topk=16, kv_dtype=dtype, seed=G)
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+              "fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2}
+    case, pos = decode_case([4096 + 1711 * r for r in range(4)], Q=Q, Hkv=Hkv, G=G, D=D,
+                            topk=16, kv_dtype=dtypes[kv], q_dtype=dtypes[q_dtype], seed=G)
     kw = scale_args(case, scales, seed=G + 1)
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
                           Hkv, case["sm_scale"], **kw)
     R = case["seq_lens"].shape[0]
     cu = torch.arange(0, R * Q + 1, Q, dtype=torch.int32, device=DEVICE)
-    for launch in _sm90_table_launches()[(mode, kv, scales, G)]:
+    for launch in _sm90_table_launches()[(mode, q_dtype, kv, scales, G, D)]:
         out = torch.full(case["q"].shape, float("nan"), dtype=torch.bfloat16, device=DEVICE)
         if mode == "decode":
             sa.sparse_attn_with_launch(launch, "decode", **case, output=out, **kw)

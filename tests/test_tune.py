@@ -1336,6 +1336,26 @@ def test_an_fp8_scale_mode_is_tuned_as_its_own_input(sm90, spec_copy, capsys):
     assert "per_token" not in rule_at(reg, 64, scales="none").note
 
 
+def test_choose_adds_default_rows_only_for_the_inputs_measured(sm90):
+    """A tune of bf16 inputs over a data file without fp8 e4m3 decode rows adds none for
+    fp8 e4m3 (which keeps following bf16's rows as they are re-chosen: MEASURED_AS), and a
+    first tune of a scale mode gets the rows it took until then."""
+    from tools.tune import write
+
+    space = Space(sm90.reg, sm90.target, sms=132)
+    data = measured.read(os.path.join(ROOT, "specs", "measured", "sm_90.json"))
+    data["sparse_attn_decode"] = [r for r in data["sparse_attn_decode"]
+                                  if r["kv_dtype"] != "fp8e4m3"]
+    before = len(data["sparse_attn_decode"])
+    bf16 = next(i for i in space.attn_inputs if i["kv_dtype"] == "bf16")
+    write.add_attention_rows(data, space, {"sparse_attn_decode": [bf16]})
+    assert len(data["sparse_attn_decode"]) == before
+    scalar = dict(bf16, kv_dtype="fp8e4m3", scales="scalar")
+    write.add_attention_rows(data, space, {"sparse_attn_decode": [scalar]})
+    new = [r for r in data["sparse_attn_decode"] if r["scales"] == "scalar"]
+    assert new and all(r["source"] == "default" for r in new)
+
+
 def test_a_tune_of_one_mode_writes_rows_of_that_table_only(sm90, spec_copy, capsys):
     """`--kv-dtypes fp8e4m3:per_token --modes decode`: per-token decode rows, and none in the
     prefill table (a frozen copy of the rows it followed would keep it off fp8 e4m3's rows

@@ -73,7 +73,8 @@ def skeleton(space, hardware: Hardware) -> dict:
         data["index_topk"] += _default_rows(space, "index_topk", {"max_block": mbb},
                                             "rows_x_heads", 1, None)
     add_prefill_rows(data, space)
-    add_attention_rows(data, space, {t: [] for t in ATTN_TABLES.values()})
+    add_attention_rows(data, space, {t: list(space.attn_inputs)
+                                     for t in ATTN_TABLES.values()})
     return data
 
 
@@ -112,17 +113,15 @@ def add_prefill_rows(data: dict, space) -> None:
 
 
 def add_attention_rows(data: dict, space, measured: dict) -> None:
-    """Rows over the programs axis for each attention table the runs measured (``measured``:
-    table → the inputs measured there), for those inputs and the space's default ones the
-    data has none for yet: what the target launches there now (for an fp8 scale mode tuned
-    for the first time, the rows it took until then: `specs.sparse_attn.MEASURED_AS`), so
-    only the chosen rows change a launch. A table the runs did not measure gets none: an
-    input without rows of its own there keeps following MEASURED_AS, and so the rows it
-    follows as they are re-chosen."""
+    """Rows over the programs axis for the inputs ``measured`` (table → the inputs measured
+    there) that the data has none for yet in that table: what the target launches there now
+    (for an fp8 scale mode tuned for the first time, the rows it took until then:
+    `specs.sparse_attn.MEASURED_AS`), so only the chosen rows change a launch. No other
+    input gets rows: one without rows of its own keeps following MEASURED_AS, and so the rows
+    it follows as they are re-chosen."""
     now = space.target.name if space.measured_here else "generic"
     for table, inputs_measured in measured.items():
-        for inputs in inputs_measured + [i for i in space.attn_inputs
-                                         if i not in inputs_measured]:
+        for inputs in inputs_measured:
             if any(all(row[a] == inputs[a] for a in inputs) for row in data[table]):
                 continue
             data[table] += _default_rows(space, table, dict(inputs), "programs", 1, None,
