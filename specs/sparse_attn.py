@@ -20,34 +20,42 @@ from .measured_targets import TARGETS
 # (TP1-4) and 8 (TP8).
 MEASURED_ATTN = [{"q_dtype": "bf16", "kv_dtype": kv, "scales": "none", "group": g,
                   "head_dim": 128} for kv in ("bf16", "fp8e4m3") for g in (16, 8)]
-# Inputs a measured target serves with another input's measured rows where its data file holds
-# none of their own: (kv_dtype, scales) → the (kv_dtype, scales) whose rows they take, the
-# other axes equal, followed until an input with rows (or none: the declared rules). An fp8
-# format takes the loads and pair conversions of the other; a scale adds a load and a multiply
-# per key step; an fp8 cache reads half a bf16 one's bytes with the same grids and products
-# (its own rows, when measured, are tuned from those: `tune measure --near`).
-MEASURED_AS = {("fp8e4m3", "none"): ("bf16", "none"),
-               ("fp8e4m3", "scalar"): ("fp8e4m3", "none"),
-               ("fp8e4m3", "per_token"): ("fp8e4m3", "none"),
-               **{("fp8e5m2", mode): ("fp8e4m3", mode) for mode in ("none", "scalar",
-                                                                     "per_token")}}
-
-
-def measured_as(inputs: dict, measured: list):
-    """The input of ``measured`` whose rows ``inputs`` takes (MEASURED_AS), or None."""
-    while inputs not in measured:
-        key = (inputs["kv_dtype"], inputs["scales"])
-        if key not in MEASURED_AS:
-            return None
-        kv, mode = MEASURED_AS[key]
-        inputs = dict(inputs, kv_dtype=kv, scales=mode)
-    return inputs
-
 Q_DTYPES = ("bf16", "fp16", "fp32")
 KV_DTYPES = ("bf16", "fp16", "fp8e4m3", "fp8e5m2")
 SCALE_MODES = ("none", "scalar", "per_token")
 GROUPS = (1, 2, 4, 8, 16, 32)
 HEAD_DIMS = (64, 128, 256)
+
+# Inputs a measured target serves with another input's measured rows where its data file holds
+# none of their own: (q_dtype, kv_dtype, scales) → the input whose rows they take, the other
+# axes equal, followed until an input with rows (or none: the declared rules). An fp8 format
+# takes the loads and pair conversions of the other; a scale adds a load and a multiply per
+# key step; an fp8 cache reads half a bf16 one's bytes with the same grids and products (its
+# own rows, when measured, are tuned from those: `tune measure --near`). An fp16 q takes a bf16
+# q's rows over the same cache, and over an fp16 cache bf16's: the same bytes, tiles and
+# tensor-core rate (an fp8 cache's products are fp16 under either q). A q and a cache of two
+# 16-bit types, or an fp32 q, take the declared rules.
+MEASURED_AS = {
+    **{(q, "fp8e4m3", "none"): (q, "bf16", "none") for q in ("bf16", "fp32")},
+    **{(q, "fp8e4m3", mode): (q, "fp8e4m3", "none") for q in ("bf16", "fp32")
+       for mode in ("scalar", "per_token")},
+    **{(q, "fp8e5m2", mode): (q, "fp8e4m3", mode) for q in ("bf16", "fp32")
+       for mode in SCALE_MODES},
+    ("fp16", "fp16", "none"): ("bf16", "bf16", "none"),
+    **{("fp16", kv, mode): ("bf16", kv, mode) for kv in ("fp8e4m3", "fp8e5m2")
+       for mode in SCALE_MODES},
+}
+
+
+def measured_as(inputs: dict, measured: list):
+    """The input of ``measured`` whose rows ``inputs`` takes (MEASURED_AS), or None."""
+    while inputs not in measured:
+        key = (inputs["q_dtype"], inputs["kv_dtype"], inputs["scales"])
+        if key not in MEASURED_AS:
+            return None
+        q, kv, mode = MEASURED_AS[key]
+        inputs = dict(inputs, q_dtype=q, kv_dtype=kv, scales=mode)
+    return inputs
 
 Q = TensorContract(name="q", rank=3, dtypes=Q_DTYPES, doc="[T, Hq, D], any strides")
 KV = TensorContract(name="kv", rank=4, dtypes=KV_DTYPES,
@@ -173,16 +181,17 @@ def measured_rules(target, table, declared):
                   params=row.params, loc=row.loc,
                   note=f"{row.values()}, programs {Between(*row.when['programs'])}")
              for row in rows]
-    # every input an input with rows serves: the other axes of that input, each cache and
+    # every input an input with rows serves: the other axes of that input, each q, cache and
     # scale mode
-    served = [dict(i, kv_dtype=kv, scales=mode) for i in inputs for kv in KV_DTYPES
-              for mode in SCALE_MODES]
+    served = [dict(i, q_dtype=q, kv_dtype=kv, scales=mode) for i in inputs for q in Q_DTYPES
+              for kv in KV_DTYPES for mode in SCALE_MODES]
     served = [i for n, i in enumerate(served) if i not in inputs and i not in served[:n]
               and measured_as(i, inputs) is not None]
     rules += [Rule(when={"hardware": target.name, **row.conditions(), **i},
                    variant=row.choice, params=row.params, loc=row.loc,
                    note=f"{i}, programs {Between(*row.when['programs'])}: as measured for "
-                        f"{row.values()['kv_dtype']} / {row.values()['scales']}")
+                        f"{row.values()['q_dtype']} q / {row.values()['kv_dtype']} / "
+                        f"{row.values()['scales']}")
               for i in served for row in rows if row.values() == measured_as(i, inputs)]
     return rules + restricted(declared, elsewhere({"hardware": target.name}, inputs + served,
                                                   ATTN_DOMAINS), ATTN_DOMAINS)

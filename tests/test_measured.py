@@ -249,9 +249,10 @@ def test_runtime_names_devices_with_the_shared_function():
 def test_fp8_inputs_take_the_rows_of_the_input_they_are_measured_as(spec_copy, rows_for):
     """specs/sparse_attn.py MEASURED_AS, on a target whose file holds attention rows for one
     cache dtype without scales (``rows_for``: its bf16 rows, or those renamed fp8 e4m3): every
-    fp8 cache and scale mode whose chain reaches that input takes its rows in both tables;
-    inputs it does not serve (a bf16 cache once the rows are fp8's, scaled bf16 caches, an
-    fp16 q) take the declared rules."""
+    fp8 cache and scale mode whose chain reaches that input takes its rows in both tables, and
+    so does an fp16 q over those caches (over an fp16 cache: bf16's); inputs it does not serve
+    (a bf16 cache once the rows are fp8's, scaled bf16 caches, an fp32 q) take the declared
+    rules."""
     from codegen.policy import lookup
 
     data = measured.read(SM90)
@@ -281,5 +282,12 @@ def test_fp8_inputs_take_the_rows_of_the_input_they_are_measured_as(spec_copy, r
                 bf16_row if rows_for == "bf16" else declared)
             assert row(changed, table, kv_dtype="bf16", scales="scalar",
                        programs=programs) == declared
-            assert row(changed, table, kv_dtype="fp8e4m3", q_dtype="fp16",
-                       programs=programs) == declared
+            # an fp16 q: a bf16 q's rows over the same cache, over an fp16 cache bf16's
+            for kv, mode in served:
+                assert row(changed, table, kv_dtype=kv, scales=mode, q_dtype="fp16",
+                           programs=programs) == bf16_row, (table, programs, kv, mode)
+            assert row(changed, table, kv_dtype="fp16", q_dtype="fp16", programs=programs) \
+                == (bf16_row if rows_for == "bf16" else declared)
+            assert row(changed, table, kv_dtype="fp8e4m3", q_dtype="fp32",
+                       programs=programs) == row(before, table, kv_dtype="bf16", q_dtype="fp32",
+                                                 head_dim=64, programs=programs)

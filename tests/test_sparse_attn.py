@@ -1344,17 +1344,26 @@ def _sm90_table_launches() -> dict:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("as_fp16", [False, True])
 @pytest.mark.parametrize("mode,q_dtype,kv,scales,G,D", sorted(_sm90_table_launches()))
-def test_gpu_every_launch_of_the_sm90_tables_matches_float64(mode, q_dtype, kv, scales, G, D):
+def test_gpu_every_launch_of_the_sm90_tables_matches_float64(mode, q_dtype, kv, scales, G, D,
+                                                             as_fp16):
     """Each launch an sm_90 table row names, on that row's inputs (two KV heads, four
-    requests of four query tokens at 4–9k keys, 16 listed blocks): within vLLM's bounds of
+    requests of four query tokens at 4–9k keys, 16 listed blocks) and, ``as_fp16``, on the
+    fp16 inputs the row serves (a bf16 q's rows: MEASURED_AS): within vLLM's bounds of
     float64, as a decode call or as the prefill of those tokens after their prefix (the
     same positions)."""
+    from specs.sparse_attn import MEASURED_AS
+
     Q, Hkv = 4, 2
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
               "fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2}
+    run_q, run_kv = q_dtype, kv
+    if as_fp16:
+        run_q, run_kv = "fp16", "fp16" if kv == "bf16" else kv
+        assert MEASURED_AS[(run_q, run_kv, scales)] == (q_dtype, kv, scales)
     case, pos = decode_case([4096 + 1711 * r for r in range(4)], Q=Q, Hkv=Hkv, G=G, D=D,
-                            topk=16, kv_dtype=dtypes[kv], q_dtype=dtypes[q_dtype], seed=G)
+                            topk=16, kv_dtype=dtypes[run_kv], q_dtype=dtypes[run_q], seed=G)
     kw = scale_args(case, scales, seed=G + 1)
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
                           Hkv, case["sm_scale"], **kw)
