@@ -530,3 +530,25 @@ def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_bac
         "list_median_max": [1.0, 1.2], "steps_median_max": [3.0, 3.8],
         "tail_median_max": [1.0, 2.5], "end_max": 8.0,
         "last": {"start": 0.5, "listed": 1.7, "looped": 5.5, "end": 8.0, "sm": 7}}
+
+
+def test_bench_attn_fp16_takes_q_and_cache_to_fp16():
+    """`bench_attn.py --kv fp16`: q and cache in fp16 (one 16-bit type: the inputs a bf16 q's
+    rows serve), no scales; the bf16 case itself is untouched."""
+    import argparse
+
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        import bench_attn
+    finally:
+        sys.path.remove(os.path.join(ROOT, "tools"))
+    assert bench_attn.kv_option("fp16") == ("fp16", "none")
+    with pytest.raises(argparse.ArgumentTypeError):
+        bench_attn.kv_option("fp16:scalar")
+    case = bench_attn.make_case((16, 1, 2, 1024, 1), "cpu", 64, 4)
+    got = bench_attn.with_kv(case, ("fp16", "none"))
+    assert got["q"].dtype == got["kv"].dtype == torch.float16
+    assert case["q"].dtype == case["kv"].dtype == torch.bfloat16
+    assert "k_scale" not in got
+    assert torch.equal(got["q"].float(), case["q"].half().float())

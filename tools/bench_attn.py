@@ -21,7 +21,8 @@ against the two calls). Prefill (PREFILL_ROWS, one request of prefix + chunk tok
 are shared by runs of 64 tokens, as an indexer's are): the table's launch, the per-token and
 the query-tiled kernels (PREFILL_LAUNCHES), µs and TFLOP/s of the useful products (4 · D · Hq per visible listed
 key: q·k and p·v). ``--kv DTYPE[:SCALES]``: the cache in another dtype (fp8e4m3, fp8e5m2) with
-no scales, a scalar or per-token ones (random in [0.5, 1.5)); the floor and the plain read
+no scales, a scalar or per-token ones (random in [0.5, 1.5)), or fp16 (q and cache: the
+rows a bf16 q's tables serve it with); the floor and the plain read
 then count its bytes, vLLM's (bf16) times are not compared, and the same row with a bf16
 cache is timed beside ours (the ratio printed). Writes DIR/bench_attn.json after every row.
 """
@@ -67,11 +68,12 @@ def parse_args(argv=None):
     p.add_argument("--contexts", type=common.int_list, default=None,
                    help="decode rows of these contexts (tokens) only, e.g. 32768")
     p.add_argument("--kv", default="bf16", type=kv_option,
-                   help="cache dtype and scale mode, e.g. fp8e4m3 or fp8e5m2:per_token")
+                   help="cache dtype and scale mode, e.g. fp8e4m3 or fp8e5m2:per_token; "
+                        "fp16: q and cache")
     return p.parse_args(argv)
 
 
-KV_DTYPES = ("bf16", "fp8e4m3", "fp8e5m2")
+KV_DTYPES = ("bf16", "fp16", "fp8e4m3", "fp8e5m2")
 SCALE_MODES = ("none", "scalar", "per_token")
 
 
@@ -79,7 +81,8 @@ def kv_option(text):
     """'fp8e4m3:per_token' -> ("fp8e4m3", "per_token"); the scales default to none."""
     dtype, _, mode = text.partition(":")
     mode = mode or "none"
-    if dtype not in KV_DTYPES or mode not in SCALE_MODES or (dtype == "bf16" and mode != "none"):
+    if dtype not in KV_DTYPES or mode not in SCALE_MODES or (
+            not dtype.startswith("fp8") and mode != "none"):
         raise argparse.ArgumentTypeError(f"{text!r}: give one of {', '.join(KV_DTYPES)}, fp8 "
                                          f"with :{', :'.join(SCALE_MODES)} or nothing")
     return dtype, mode
@@ -87,7 +90,8 @@ def kv_option(text):
 
 def with_kv(case, kv, seed=0):
     """``case`` with its cache in dtype ``kv[0]`` and scales of mode ``kv[1]`` (random in
-    [0.5, 1.5): per KV head and cache slot, or one scalar each)."""
+    [0.5, 1.5): per KV head and cache slot, or one scalar each); fp16: q too (a cache of
+    one 16-bit type takes a q of the same)."""
     import torch
 
     dtype, mode = kv
@@ -95,6 +99,8 @@ def with_kv(case, kv, seed=0):
         return case
     cache = case["kv"].to(common.torch_dtype(dtype))
     out = dict(case, kv=cache)
+    if dtype == "fp16":
+        out["q"] = case["q"].half()
     dev = cache.device
     g = torch.Generator(dev).manual_seed(seed)
     if mode == "scalar":
@@ -290,7 +296,8 @@ def prefill_row(generated, row, device, smoke, reps, kv=("bf16", "none")):
     for name, us in got.items():
         res[name].update(us=us, tflops=flops / us / 1e6)
     res["explain"] = generated.explain_sparse_attn(
-        "prefill", common.detected_hardware(smoke), "bf16", kv[0], kv[1], G, d, chunk * Hkv)
+        "prefill", common.detected_hardware(smoke), "fp16" if kv[0] == "fp16" else "bf16",
+        kv[0], kv[1], G, d, chunk * Hkv)
     return res
 
 
