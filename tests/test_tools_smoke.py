@@ -552,3 +552,17 @@ def test_bench_attn_fp16_takes_q_and_cache_to_fp16():
     assert case["q"].dtype == case["kv"].dtype == torch.bfloat16
     assert "k_scale" not in got
     assert torch.equal(got["q"].float(), case["q"].half().float())
+
+
+def test_bench_attn_prefill_times_the_bf16_table_beside_other_inputs(tmp_path):
+    """`--kv fp8e4m3:per_token --only prefill`: the prefill rows time the same row over a bf16
+    cache beside the table's launch, each checked against its own float64 reference."""
+    run = _run([os.path.join("tools", "bench_attn.py"), "--smoke", "--reps", "2", "--only",
+                "prefill", "--kv", "fp8e4m3:per_token", "--out", str(tmp_path)])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "bench_attn.json").read_text())
+    assert report["env"]["kv"] == ["fp8e4m3", "per_token"] and not report["rows"]
+    assert report["prefill"] and all(
+        r[name]["check_ok"] and r[name]["us"] > 0 for r in report["prefill"]
+        for name in ("table", "bf16 table"))
+    assert "bf16 table" in run.stdout

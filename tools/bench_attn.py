@@ -24,7 +24,7 @@ key: q·k and p·v). ``--kv DTYPE[:SCALES]``: the cache in another dtype (fp8e4m
 no scales, a scalar or per-token ones (random in [0.5, 1.5)), or fp16 (q and cache: the
 rows a bf16 q's tables serve it with); the floor and the plain read
 then count its bytes, vLLM's (bf16) times are not compared, and the same row with a bf16
-cache is timed beside ours (the ratio printed). Writes DIR/bench_attn.json after every row.
+cache is timed beside ours, decode and prefill (the ratio printed). Writes DIR/bench_attn.json after every row.
 """
 from __future__ import annotations
 
@@ -268,7 +268,8 @@ def prefill_row(generated, row, device, smoke, reps, kv=("bf16", "none")):
 
     Hq, Hkv, prefix, chunk = row
     d, topk = (64, 4) if smoke else (D, TOPK)
-    case = with_kv(make_prefill_case(row, device, d, topk), kv)
+    bf16_case = make_prefill_case(row, device, d, topk)
+    case = with_kv(bf16_case, kv)
     G = Hq // Hkv
     flops = 4 * d * G * visible_keys(case, prefix)  # per KV head: its G query heads
     out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
@@ -282,12 +283,17 @@ def prefill_row(generated, row, device, smoke, reps, kv=("bf16", "none")):
     for name, launch in PREFILL_LAUNCHES.items():
         calls[name] = lambda launch=launch: sa.sparse_attn_with_launch(launch, "prefill",
                                                                        **case, output=out)
+    if case is not bf16_case:  # the same row over a bf16 cache (and q), its table's launch
+        calls["bf16 table"] = lambda: generated.sparse_attn_prefill(**bf16_case, output=out)
     res = {"row": list(row), "flops": flops}
     first = {}
     for name, fn in calls.items():
         out.fill_(float("nan"))
         first[name] = common.time_op(fn, smoke=True, reps=1)["median_us"]  # smoke: its time
-        err = (out[rows].double() - ref.to(torch.bfloat16).double()).abs()
+        want = ref if name != "bf16 table" else ref_sparse_attn(
+            bf16_case["q"][rows], bf16_case["kv"], bf16_case["topk_idx"][:, rows],
+            bf16_case["block_table"], [pos[r] for r in rows], Hkv, bf16_case["sm_scale"])
+        err = (out[rows].double() - want.to(torch.bfloat16).double()).abs()
         ok = bool(err.mean() <= 2.5e-4 and err.max() <= 1.7e-2)
         res[name] = {"check_ok": ok, "max_abs": float(err.max())}
     # the launches timed in the same rotating rounds
@@ -432,7 +438,11 @@ def main(argv=None):
         common.say(f"  {label:34s} " + "  ".join(
             f"{name} {common.fmt_us(res[name]['us'])} µs ({res[name]['tflops']:.0f} TFLOP/s"
             f"{'' if res[name]['check_ok'] else ', CHECK FAILED'})"
-            for name in ("table", *PREFILL_LAUNCHES)) + f"  [table: {res['explain']['variant']}]")
+            for name in ("table", *PREFILL_LAUNCHES)) + f"  [table: {res['explain']['variant']}]"
+            + ("" if "bf16 table" not in res else
+               f"  bf16 table {common.fmt_us(res['bf16 table']['us'])} µs "
+               f"({res['table']['us'] / res['bf16 table']['us']:.2f}×"
+               f"{'' if res['bf16 table']['check_ok'] else ', CHECK FAILED'})"))
         prefill.append(res)
         common.write_json(os.path.join(args.out, "bench_attn.json"),
                           {"env": env, "rows": results, "prefill": prefill})
@@ -440,7 +450,8 @@ def main(argv=None):
     failed = [r for r in results if "error" in r or not r["check"]["ok"]
               or (r["step"] is not None and not r["step"]["step_equals_two_calls"])]
     failed += [r for r in prefill if "error" in r or not all(
-        r[name]["check_ok"] for name in ("table", *PREFILL_LAUNCHES))]
+        r[name]["check_ok"] for name in ("table", *PREFILL_LAUNCHES, "bf16 table")
+        if name in r)]
     total = len(results) + len(prefill)
     common.say(f"attention: {total - len(failed)}/{total} rows ok")
     return 1 if failed else 0
