@@ -120,6 +120,18 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
     assert report[0]["same_bits"] and all(report[0]["same_bits"].values())
 
 
+def test_attn_ablation_prefill_times_variants_at_the_tables_launch(tmp_path):
+    """--prefill: bench_attn's prefill rows (one tiny row here) at the table's launch, each
+    variant timed; an fp16 q's probabilities take P·V another way (p16_acc)."""
+    run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke",
+                "--prefill", "--kv", "fp16", "--variants", "base,p16_acc,splits_first"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "attn_ablation.json").read_text())
+    assert len(report) == 1 and report[0]["launch"]["variant"] == "sparse_attn_split"
+    assert set(report[0]["us"]) == {"base", "p16_acc", "splits_first"}
+    assert report[0]["same_bits"] == {"splits_first": True}  # (p16_acc: timing only)
+
+
 def test_attn_ablation_over_an_fp8_cache_widens_it_other_ways(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--kv",
                 "fp8e4m3", "--variants", "base,k_bits,k_byte,k_pairs_tl,no_kv"])

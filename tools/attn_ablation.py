@@ -38,6 +38,10 @@ with the listed blocks packed together in the cache.
         --variants base,k_bits_asm,k_pairs --launch "splits=1,num_stages=3"
         # an fp8 cache (bench_attn's --kv): its K tile widened other ways
 
+``--prefill`` times the variants on bench_attn's prefill rows instead, each at the launch the
+table takes for it (query-tiled or split kernel). `p16_acc` (timing only) takes fp16
+products' P·V with the running output as its accumulator, as a bf16 q's are.
+
 ``--against NAME=FILE[,...]`` times other revisions of generated/sparse_attn.py beside it
 (`git show REV:generated/sparse_attn.py > FILE`), checked against it within AGAINST_TOL.
 
@@ -288,6 +292,11 @@ VARIANTS["k_byte"] = _k_edits("_byte_high", 1.0)
 # Per-token V scales with no range at all (timing only: fp16 probabilities times the scales
 # as they are). Before the kernel took one range per split (2026-12-03, GPU-e5d08128): 32/2
 # R128 Q1 57.50 -> 54.30 µs, 32/2 R32 22.29 -> 21.25, 16/1 R32 15.94 -> 15.18
+# fp16 products (an fp16 q, or a bf16 q over an fp8 cache): P·V with the running output as
+# its accumulator, as a bf16 q's is (Triton folds `acc * alpha + dot` into the product), the
+# probabilities' scale not taken back (the output wrong by it: timing only)
+VARIANTS["p16_acc"] = [(") * back,\n", "),\n"), (") * back)\n", "))\n"),
+                       ("FP8_PTX)) * back\n", "FP8_PTX))\n")]
 VARIANTS["pt_no_range"] = [
     ("    RANGE_ONCE: tl.constexpr = TOPK_P * TILES > SPLITS\n",
      "    RANGE_ONCE: tl.constexpr = False\n", 1),
@@ -1055,6 +1064,80 @@ def tag_of(launch) -> str:
             + (" tf" if launch.get("table_first") else ""))
 
 
+def prefill_main(out_dir, mods, kv):
+    """--prefill: bench_attn's prefill rows at the launch the table takes for each, every
+    variant timed interleaved (graph replay, L2 flushed); variants in CORRECT checked bit for
+    bit against the kernel, those in CLOSE within their bound."""
+    from bench_attn import PREFILL_ROWS, SMOKE_PREFILL_ROWS, make_prefill_case, with_kv
+    from generated import sparse_attention
+
+    dev = "cpu" if SMOKE else "cuda"
+    hw = common.detected_hardware(SMOKE)
+    res = []
+    for row in SMOKE_PREFILL_ROWS if SMOKE else PREFILL_ROWS:
+        Hq, Hkv, prefix, chunk = row
+        case = with_kv(make_prefill_case(row, dev, 64 if SMOKE else 128, 4 if SMOKE else 16),
+                       kv)
+        q = case["q"]
+        out = torch.empty(q.shape, dtype=torch.bfloat16, device=dev)
+        launch = sparse_attention.explain_sparse_attn(
+            "prefill", hw, "fp16" if q.dtype == torch.float16 else "bf16", kv[0], kv[1],
+            Hq // Hkv, q.shape[2], chunk * Hkv)
+        keys = ("q", "kv", "topk_idx", "block_table", "seq_lens")
+        common_args = dict(num_kv_heads=Hkv, sm_scale=case["sm_scale"], scales=kv[1],
+                           k_scale=case.get("k_scale"), v_scale=case.get("v_scale"),
+                           cu_seqlens_q=case["cu_seqlens_q"], prefix_lens=case["prefix_lens"],
+                           max_query_len=chunk)
+        calls, checks, want = {}, {}, None
+        for name, mod in mods.items():
+            if launch["variant"] == "sparse_attn_tiled":
+                run = mod.prepare_sparse_attn_tiled(
+                    *(case[k] for k in keys), out, **common_args,
+                    **{k: launch[k] for k in ("lanes", "sorted_union", "tma", "num_warps",
+                                              "num_stages")})
+            else:
+                run = mod.prepare_sparse_attn(
+                    *(case[k] for k in keys), out, mode="prefill", **common_args,
+                    **{k: launch[k] for k in ("splits", "num_warps", "num_stages",
+                                              *sparse_attention.LEFT_OUT[
+                                                  sparse_attention.SPLIT])})
+            call = calls[name] = (lambda run=run: run(
+                *(case[k] for k in keys), case["cu_seqlens_q"], case["prefix_lens"],
+                case.get("k_scale"), case.get("v_scale"), out))
+            if name == "base" or name in CORRECT or name in CLOSE:
+                out.fill_(float("nan"))  # an unwritten element fails either check
+                call()
+                if name == "base":
+                    want = out.clone()
+                elif name in CLOSE:
+                    checks[name] = bool((out.float() - want.float()).abs().max() <= CLOSE[name])
+                else:
+                    checks[name] = bool(torch.equal(out, want))
+        samplers = {}
+        for name, fn in calls.items():
+            if SMOKE:  # the code paths only: one call's time stands for every sample
+                once = common.time_cpu(fn, 1, 0)["median_us"]
+                samplers[name] = lambda n, once=once: [once] * n
+                continue
+            fn()
+            torch.cuda.synchronize()
+            g = common.capture_graph(fn)
+            samplers[name] = lambda n, g=g: common.replay_times(g.replay, n, settled=True)
+        times = interleave(samplers, rounds=1 if SMOKE else 5, per_round=2 if SMOKE else 10)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        tag = " ".join(f"{k}={launch[k]}" for k in launch if k not in ("hardware", "rule"))
+        print(f"prefill {Hq}/{Hkv} ({prefix} + {chunk}) {tag}: "
+              + "  ".join(f"{n} {us:.1f}" + ("" if n == "base" else
+                                              f" ({us / med['base']:.3f})")
+                          for n, us in med.items())
+              + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
+        res.append({"row": list(row), "launch": launch, "us": med, "same_bits": checks})
+        with open(os.path.join(out_dir, "attn_ablation.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        del case, q, out
+        common.free_memory()
+
+
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
@@ -1073,6 +1156,8 @@ def main():
         name, path = item.split("=", 1)
         mods[name] = build(name, [], open(path).read())
         CLOSE[name] = AGAINST_TOL
+    if "--prefill" in sys.argv:
+        return prefill_main(out_dir, mods, (kv_dtype, scales))
     rows = [(16, 1, 2, 1024, 1)] if SMOKE else [
         (32, 2, 1, 8192, 1), (32, 2, 1, 8192, 4), (64, 4, 1, 32768, 1), (8, 1, 1, 32768, 1),
         (32, 2, 8, 32768, 1), (32, 2, 32, 32768, 1), (16, 1, 32, 32768, 1)]
