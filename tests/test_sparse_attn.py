@@ -270,13 +270,17 @@ def test_per_token_v_scales_ranged_per_split_or_per_tile(q_dtype):
         check(out / size, ref / size)
 
 
-@pytest.mark.parametrize("mode", ["none", "scalar"])
-def test_fp16_probabilities_far_below_the_largest_keep_their_bits(mode):
+@pytest.mark.parametrize("kv_dtype,mode", [(torch.float8_e4m3fn, "none"),
+                                           (torch.float8_e4m3fn, "scalar"),
+                                           (torch.float16, "none")])
+def test_fp16_probabilities_far_below_the_largest_keep_their_bits(kv_dtype, mode):
     """fp16 probabilities enter P·V scaled into fp16's normal range: 127 keys of weight
     exp(-15.125) ≈ 4.5 · 2^-24 beside one of weight 1 (as they are, fp16 subnormals would hold
     them to within ±0.5 · 2^-24, 10 % here, the same for every key) give the float64 output
-    to within 2^-10 of it (fp32 output: no rounding of its own)."""
-    case, pos = decode_case([128], Q=1, Hkv=1, G=16, D=64, kv_dtype=torch.float8_e4m3fn,
+    to within 2^-10 of it (fp32 output: no rounding of its own): a bf16 q over an fp8 cache
+    (scaled back after each product), an fp16 q over an fp16 cache (once, at the end)."""
+    q_dtype = torch.float16 if kv_dtype == torch.float16 else torch.bfloat16
+    case, pos = decode_case([128], Q=1, Hkv=1, G=16, D=64, kv_dtype=kv_dtype, q_dtype=q_dtype,
                             seed=19)
     page = int(case["block_table"][0, 0])
     kv = case["kv"].float()
@@ -284,7 +288,7 @@ def test_fp16_probabilities_far_below_the_largest_keep_their_bits(mode):
     kv[page, 0, 0, 0, 0] = 120.0  # key 0 scores 120 / 8 = 15 ...
     kv[page, 0, 1:, 0, 0] = -1.0  # ... the others -1 / 8: 15.125 below it
     kv[page, 1, 1:, 0, :] = 448.0  # their V rows (key 0's is zero): the whole output
-    case["kv"] = kv.to(torch.float8_e4m3fn)
+    case["kv"] = kv.to(kv_dtype)
     case["q"] = torch.zeros_like(case["q"])
     case["q"][..., 0] = 1.0
     scales = {} if mode == "none" else dict(k_scale=torch.tensor([1.0], device=DEVICE),
@@ -455,25 +459,27 @@ def test_prefill_rows_match_float64_and_rows_of_no_request_are_zero():
     assert bool((out[29:] == 0).all())
 
 
-@pytest.mark.parametrize("G,lanes", [(4, 16), (8, 64), (16, 32)])
-def test_prefill_query_tiles_match_float64(G, lanes):
+@pytest.mark.parametrize("G,lanes,dtype", [(4, 16, torch.bfloat16), (8, 64, torch.bfloat16),
+                                            (16, 32, torch.bfloat16), (8, 64, torch.float16)])
+def test_prefill_query_tiles_match_float64(G, lanes, dtype):
     """The query-tiled kernel: tiles crossing request boundaries, neighbouring rows sharing
     blocks, −1 holes, padding rows (zeros) — against float64, and (one G; the per-token
     kernel's own tests check it against float64) equal to the per-token kernel within the
-    16-bit rounding of probabilities."""
+    16-bit rounding of probabilities; q and cache in bf16 or fp16 (whose probabilities' P·V
+    accumulates times 2^14 until the end)."""
     g = torch.Generator().manual_seed(G + lanes)
     prefix, qlen = [300, 100, 0], [13, 22, 7]
     seq = [p + n for p, n in zip(prefix, qlen)]
     W, Hkv, D, topk = 4, 2, 64, 4
     pages = 3 * W + 1
-    kv = make_cache(pages, Hkv, D, "5d", torch.bfloat16, g)
+    kv = make_cache(pages, Hkv, D, "5d", dtype, g)
     table = torch.randperm(pages, generator=g)[:3 * W].view(3, W).to(torch.int32)
     T = sum(qlen) + 2
     cu = torch.tensor([0, 13, 35, 42], dtype=torch.int32)
     pre, lens = torch.tensor(prefix, dtype=torch.int32), torch.tensor(seq, dtype=torch.int32)
     pos = prefill_positions(cu, pre, lens, T, max(qlen))
     ids = block_lists(pos, Hkv, topk, W, g)
-    q = torch.randn((T, Hkv * G, D), generator=g).bfloat16()
+    q = torch.randn((T, Hkv * G, D), generator=g).to(dtype)
     args = [t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)]
     walks = {}
     for sorted_union in (False, True):
@@ -487,7 +493,7 @@ def test_prefill_query_tiles_match_float64(G, lanes):
     assert bool((tiled[42:] == 0).all())
     # each row's blocks in ascending order either way: at one launch, the same bits
     assert torch.equal(walks[True], walks[False])
-    if G != 8:
+    if G != 8 or dtype != torch.bfloat16:
         return
     per_token = torch.zeros_like(tiled)
     generated.sparse_attn_prefill(*args, max(qlen), Hkv, D ** -0.5, per_token,

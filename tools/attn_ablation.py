@@ -555,7 +555,8 @@ VARIANTS["keys_rows"] = [
      "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    v_offs"),
     ("    acc = _output_zeros(GP, D, V_PAIRS)\n    ids_ptr",
      "    acc = tl.zeros([D, GP], tl.float32)\n    q = tl.trans(q)\n    ids_ptr"),
-    (LOOP_END + "    o = _output_joined(acc, V_PAIRS) / tl.where(seen, l_i, 1.0)[:, None]\n",
+    (LOOP_END + "    o = _output_joined(acc, V_PAIRS) * _output_unit(q_ptr, kv_ptr, SCALES) / tl.where(\n"
+     "        seen, l_i, 1.0)[:, None]\n",
      LOOP_END
      + "    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
 ]
