@@ -169,6 +169,17 @@ def main():
             "async_copies": sum(n for op, n in got["ops"].items() if op.startswith("LDGSTS")),
             "bulk_tensor_copies": compiled.asm["ptx"].count("cp.async.bulk.tensor"),
             "shared": compiled.metadata.shared, "spilled": got["spill_stores"]}
+    # an fp16 q over an fp16 cache against a bf16 q's, the query-tiled kernel at the table's
+    # bf16 launch: its products, barriers, shared-memory traffic and fused multiply-adds (P·V
+    # accumulating into the running output; scaled back after each product it took one
+    # [lanes, D] multiply-add per step more)
+    facts["tiled_16_bit_ops"] = {}
+    for dtype in ("bf16", "fp16"):
+        ops = sass_facts(tiled_kernel(group=16, lanes=128, warps=8, stages=3, q=dtype,
+                                      cache=dtype, tma=True))["ops"]
+        facts["tiled_16_bit_ops"][dtype] = {
+            op: n for op, n in ops.items()
+            if op.startswith(("HGMMA", "BAR", "LDS", "STS", "LDSM")) or op == "FFMA"}
     print(json.dumps(facts))
 
 
