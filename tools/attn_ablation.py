@@ -303,6 +303,14 @@ VARIANTS["pt_no_range"] = [
     ("                into, back = _fp16_range(tl.max(tl.abs(v_scale), axis=0))\n",
      "                into, back = 1.0, 1.0\n", 1)]
 
+# Per-token scales not read: every scale 1 (timing only: what reading them costs beside
+# applying them)
+VARIANTS["pt_no_loads"] = [
+    ("        s = s * tl.load(k_scale_ptr + scale_head_off + slot)[None, :]\n",
+     "        s = s * tl.full(slot.shape, 1.0, tl.float32)[None, :]\n", 1),
+    ("            v_scale = tl.load(v_scale_ptr + scale_head_off + slot)\n",
+     "            v_scale = tl.full(slot.shape, 1.0, tl.float32)\n", 1)]
+
 # Per-token V scales brought into fp16's range by each tile's own at every launch, as the
 # kernel did before 2026-12-03 (it now takes one range per split for launches of splits of
 # several steps). Within CLOSE's bound of the kernel.
@@ -968,7 +976,7 @@ NVIDIA_ONLY = ("k_pairs", "k_pairs_tma", "k_bits_asm", "cluster_merge", "timelin
 # variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
 # where --kv names an fp8 cache
 FP8_ONLY = ("k_pairs", "k_pairs_tma", "k_pairs_tl", "pt_no_range", "pt_range_per_tile", "k_bits",
-            "k_bits_asm", "k_byte")
+            "k_bits_asm", "k_byte", "pt_no_loads")
 # variants that compute the kernel's result over a cache of one dtype (checked there)
 CORRECT_OVER = {"k_byte": "fp8e5m2"}
 # name -> launch options a variant adds
