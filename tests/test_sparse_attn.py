@@ -501,6 +501,45 @@ def test_prefill_query_tiles_match_float64(G, lanes, dtype):
     torch.testing.assert_close(tiled, per_token, rtol=0, atol=2e-2)
 
 
+@pytest.mark.parametrize("sorted_union", [True, False])
+def test_tiled_per_token_v_scales_take_every_rows_pages_into_range(sorted_union):
+    """The query tile brings per-token V scales into fp16's range once for the whole tile (the
+    sorted walk) or by each step's own (by minima): a page listed by one row of a tile and not
+    by its first holds V scales 2^18 times the others' (beyond fp16's range under a range taken
+    from the first row's pages alone), others 2^-12 to 2^12 apart from page to page; the output
+    is float64's within its bounds relative to each head's size, and finite."""
+    g = torch.Generator().manual_seed(31)
+    Hkv, G, D, W, topk, lanes = 1, 4, 64, 5, 4, 16  # 4 rows of 4 heads per tile
+    prefix, qlen = [520], [12]
+    seq = [p + n for p, n in zip(prefix, qlen)]
+    pages = W + 2
+    kv = make_cache(pages, Hkv, D, "5d", torch.float8_e4m3fn, g)
+    table = torch.randperm(pages, generator=g)[:W].view(1, W).to(torch.int32)
+    cu = torch.tensor([0, 12], dtype=torch.int32)
+    pre, lens = torch.tensor(prefix, dtype=torch.int32), torch.tensor(seq, dtype=torch.int32)
+    T = 12
+    pos = prefill_positions(cu, pre, lens, T, max(qlen))
+    ids = block_lists(pos, Hkv, topk, W, g, holes=False)
+    ids[0, 0] = torch.tensor([4, 0, -1, -1], dtype=torch.int32)  # tile 0's first row: 4, 0
+    ids[0, 3] = torch.tensor([4, 2, -1, -1], dtype=torch.int32)  # its last: block 2 as well
+    per_page = 2.0 ** torch.randint(-12, 13, (Hkv, pages, 1), generator=g).double()
+    big = int(table[0, 2])
+    per_page[:, big] = 2.0 ** 18
+    v_scale = ((torch.rand((Hkv, pages, BLOCK), generator=g) + 0.5) * per_page).float()
+    kw = dict(k_scale=torch.ones((Hkv, pages * BLOCK), device=DEVICE),
+              v_scale=v_scale.reshape(Hkv, pages * BLOCK).to(DEVICE))
+    q = torch.randn((T, Hkv * G, D), generator=g).bfloat16()
+    args = [t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)]
+    out = torch.full((T, Hkv * G, D), float("nan"), dtype=torch.float32, device=DEVICE)
+    sa.sparse_attn_with_launch(dict(variant="sparse_attn_tiled", lanes=lanes,
+                                    sorted_union=sorted_union, num_warps=4, num_stages=2),
+                               "prefill", *args, max(qlen), Hkv, D ** -0.5, out, **kw)
+    ref = ref_sparse_attn(args[0], args[1], args[2], args[3], pos, Hkv, D ** -0.5, **kw)
+    assert bool(torch.isfinite(out).all())
+    size = ref.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)  # each head's output
+    check(out / size, ref / size)
+
+
 def test_tiled_walks_agree_where_requests_share_pages(monkeypatch):
     """Tiles holding rows of two requests whose tables give some blocks the same page (a
     shared prefix: one step of the sorted walk serves both, the walk by minima loads it once
