@@ -29,6 +29,8 @@ with the listed blocks packed together in the cache.
     python3 tools/attn_ablation.py OUTDIR --variants base,splits_first --rows grids --table
         # chosen variants, the rows of several-wave grids, each at its table launch
     python3 tools/attn_ablation.py OUTDIR --rows copy --table   # the copy-rate misses
+    python3 tools/attn_ablation.py OUTDIR --rows 32/2/128/32768/1,16/1/32/32768/4 --table
+        # rows given as Hq/Hkv/R/context/Q
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base,cluster_merge
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base,split_only --where
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base \
@@ -1187,6 +1189,8 @@ def main():
     elif option("--rows") == "bench32k":  # bench_attn's decode rows at 32k
         import targets
         rows = [r for r in targets.VLLM_ATTN_US if r[3] == 32768]
+    elif "/" in (option("--rows") or ""):  # rows given as Hq/Hkv/R/context/Q, comma-separated
+        rows = [tuple(int(x) for x in r.split("/")) for r in option("--rows").split(",")]
     launches = [dict(splits=s, num_warps=w, num_stages=st) for s, w, st in
                 (((4, 4, 2),) if SMOKE else
                  ((16, 8, 2), (16, 4, 2), (8, 4, 2), (4, 4, 3), (2, 4, 3)))]
@@ -1307,7 +1311,7 @@ def main():
               + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
         for launch in launches:
             tag = tag_of(launch)
-            names = list(variants) + [n for n in ("empty grid", "empty grid+smem",
+            names = list(mods) + [n for n in ("empty grid", "empty grid+smem",
                                                   "empty clusters+smem")
                                       if f"{tag} {n}" in med]
             print("   " + tag + ": " + "  ".join(f"{n} {med[tag + ' ' + n]:.2f}"
