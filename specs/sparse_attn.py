@@ -8,6 +8,8 @@ of (row, KV head) programs. gfx950 and generic take portable rows (upstream publ
 gfx950 table for these kernels); a measured target (sm_90) takes its data file's rows for the
 inputs they cover (tools/tune's attention section) and the declared rows elsewhere.
 """
+import itertools
+
 from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
 from codegen.policy import (Axis, Between, Buckets, Policy, Rule, at_least, between, elsewhere,
                             one_of, restricted)
@@ -122,8 +124,15 @@ SPECS = [
     Variant(name="sparse_attn", template="sparse_attention.py.j2",
             output="sparse_attention.py", **COMMON,
             doc="host entries: validation, dispatch, scratch for sparse_attn_decode / "
-                "sparse_attn_prefill",
-            tensors=(Q, KV, TOPK_IDX, BLOCK_TABLE, OUTPUT)),
+                "sparse_attn_prefill / sparse_decode_step",
+            tensors=(Q, KV, TOPK_IDX, BLOCK_TABLE, OUTPUT),
+            params=(Param(name="attention_pdl", kind="bool",
+                          doc="sparse_decode_step: the attention launched as a programmatic "
+                              "dependent of the indexer (its programs may start once every "
+                              "selector program runs, and wait for the ids); False: launched "
+                              "plainly after it (where the device has no programmatic "
+                              "launches, always plainly)"),),
+            defaults=dict(attention_pdl=True)),
 ]
 
 # Splits by programs (rows · KV heads): few programs split each row's list so the grid fills
@@ -168,15 +177,21 @@ def declared_prefill_rules(hw):
              note="per token: fp32 q")]
 
 
+def inputs_with_rows(rows) -> list:
+    """The inputs (q_dtype, kv_dtype, scales, group, head_dim) ``rows`` hold rows for."""
+    inputs = []
+    for row in rows:
+        if row.values() not in inputs:
+            inputs.append(row.values())
+    return inputs
+
+
 def measured_rules(target, table, declared):
     """A measured target's rows of ``table`` for the inputs its data file holds, the same rows
     for the inputs they serve (MEASURED_AS) that it holds none for, the declared rules for
     every other input."""
     rows = target.rows(table)
-    inputs = []
-    for row in rows:
-        if row.values() not in inputs:
-            inputs.append(row.values())
+    inputs = inputs_with_rows(rows)
     rules = [Rule(when={"hardware": target.name, **row.conditions()}, variant=row.choice,
                   params=row.params, loc=row.loc,
                   note=f"{row.values()}, programs {Between(*row.when['programs'])}")
@@ -207,6 +222,48 @@ PREFILL_RULES = [*declared_prefill_rules(PORTABLE),
                                            declared_prefill_rules(name)))]
 
 
+# sparse_decode_step on sm_90: where the attention's rows are these inputs' launches of
+# 129-256 programs (one split, 4 warps, 2 stages: two waves of one program per SM) it ran
+# 1-8 µs (1-6 %) slower as the indexer's programmatic dependent than launched plainly after
+# it, at every measured row (bf16 and fp8 e4m3 caches, G 16 and 8, contexts 8k-128k, five
+# H200s; tools/step_study.py, docs/results/2026-12-04_h200_step_pdl_*.json); at 1-128 and
+# 257-1024 programs, and over per-token scales (their own launches), the dependent was as
+# fast or 0.5-1.6 µs faster.
+STEP_PLAIN = {"sm_90": (between(129, 256),
+                        [{"q_dtype": "bf16", "kv_dtype": kv, "scales": "none", "group": g,
+                          "head_dim": 128} for kv in ("bf16", "fp8e4m3") for g in (16, 8)])}
+
+
+def step_rules():
+    """`sparse_decode_step`'s launch of the attention: a programmatic dependent of the
+    indexer, except on a measured target at STEP_PLAIN's programs for the inputs whose
+    attention takes STEP_PLAIN's inputs' rows (their own, or as MEASURED_AS serves them)."""
+    rules = [Rule(when={"hardware": PORTABLE}, variant="sparse_attn",
+                  params=dict(attention_pdl=True),
+                  note="dependent where the device has programmatic launches (not measured)")]
+    domain = [dict(zip(ATTN_DOMAINS, v)) for v in itertools.product(*ATTN_DOMAINS.values())]
+    for hw, (programs, inputs) in STEP_PLAIN.items():
+        with_rows = inputs_with_rows(TARGETS[hw].rows("sparse_attn_decode"))
+        served = [p for p in domain if measured_as(p, with_rows) in inputs]
+        # one rule per input but the group (the groups served together)
+        merged = {}
+        for p in served:
+            merged.setdefault(tuple(v for k, v in p.items() if k != "group"), []).append(p)
+        for ps in merged.values():
+            groups = [p["group"] for p in ps]
+            p = dict(ps[0], group=groups[0] if len(groups) == 1 else one_of(*groups))
+            for when, pdl, note in (
+                    ({"programs": between(1, programs.lo - 1)}, True, "dependent"),
+                    ({"programs": programs}, False, "plain: measured faster"),
+                    ({"programs": at_least(programs.hi + 1)}, True, "dependent")):
+                rules.append(Rule(when={"hardware": hw, **p, **when}, variant="sparse_attn",
+                                  params=dict(attention_pdl=pdl), note=note))
+        rules += [Rule(when=w, variant="sparse_attn", params=dict(attention_pdl=True),
+                       note="dependent")
+                  for w in elsewhere({"hardware": hw}, served, ATTN_DOMAINS)]
+    return rules
+
+
 def axes(extra_doc):
     return (
         Axis(name="hardware", kind="enum", values=HARDWARE, doc="normalized target"),
@@ -227,4 +284,7 @@ SPECS += [
            doc="prefill sparse attention: per token (splits of each row's list) or query-tiled",
            axes=axes("T prefill tokens"),
            rules=PREFILL_RULES),
+    Policy(name="sparse_decode_step", family="sparse_attn",
+           doc="sparse_decode_step: how the attention follows the indexer",
+           axes=axes("T = R · decode_query_len"), rules=step_rules()),
 ]

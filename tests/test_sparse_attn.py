@@ -989,6 +989,63 @@ def _small_step_args(seed):
     return args, R * Q, topk
 
 
+def _step_point_pdl(hw, q, kv, scales, group, head_dim, programs):
+    from generated.dispatch import SPARSE_DECODE_STEP as table
+    return table.lookup(*table.point(hardware=hw, q_dtype=q, kv_dtype=kv, scales=scales,
+                                     group=group, head_dim=head_dim, programs=programs)
+                        ).params["attention_pdl"]
+
+
+def test_decode_step_table_launches_plainly_only_where_measured_faster():
+    """sparse_decode_step's table (specs STEP_PLAIN): on sm_90 the attention is launched
+    plainly at STEP_PLAIN's programs wherever it takes the bf16 or unscaled fp8 e4m3 rows
+    (theirs, or served as theirs: fp16, e5m2, scalar scales), G 16 and 8, D 128; a
+    programmatic dependent of the indexer at every other point and on every other target."""
+    from specs.sparse_attn import STEP_PLAIN
+
+    programs, _ = STEP_PLAIN["sm_90"]
+    around = (1, programs.lo - 1, programs.lo, (programs.lo + programs.hi) // 2, programs.hi,
+              programs.hi + 1, 65536)
+    for q, kv, scales in (("bf16", "bf16", "none"), ("fp16", "fp16", "none"),
+                          ("bf16", "fp8e4m3", "none"), ("bf16", "fp8e4m3", "scalar"),
+                          ("bf16", "fp8e5m2", "none"), ("fp16", "fp8e5m2", "scalar")):
+        for g in (16, 8):
+            got = [_step_point_pdl("sm_90", q, kv, scales, g, 128, p) for p in around]
+            assert got == [True, True, False, False, False, True, True], (q, kv, scales, g)
+    # per-token scales (rows of their own), other groups and head dims, an fp32 q (declared
+    # rows), other targets
+    for point in (("sm_90", "bf16", "fp8e4m3", "per_token", 16, 128),
+                  ("sm_90", "fp16", "fp8e5m2", "per_token", 8, 128),
+                  ("sm_90", "bf16", "bf16", "none", 4, 128),
+                  ("sm_90", "bf16", "bf16", "none", 16, 64),
+                  ("sm_90", "fp32", "bf16", "none", 16, 128),
+                  ("generic", "bf16", "bf16", "none", 16, 128),
+                  ("gfx950", "bf16", "fp8e4m3", "none", 8, 128)):
+        assert all(_step_point_pdl(*point, p) for p in around), point
+
+
+@pytest.mark.parametrize("R,Q,forced,want", [(64, 1, None, "ids"), (65, 1, None, "none"),
+                                             (64, 2, None, "none"), (43, 3, None, "ids"),
+                                             (64, 2, True, "ids"), (64, 1, False, "none")])
+def test_decode_step_attention_follows_its_table(R, Q, forced, want):
+    """The step's attention plan asks for the launch its table gives the step's point (sm_90,
+    bf16, G 16, D 128: T · Hkv = R · Q · 2 programs), or the one forced (tools' study);
+    a device without programmatic launches (here the CPU) launches plainly either way."""
+    g = torch.Generator().manual_seed(3)
+    Hkv, G, D, topk, W = 2, 16, 128, 4, 2
+    T = R * Q
+    idx_q = torch.randn((T, Hkv, 16), generator=g).bfloat16()
+    idx_cache = torch.randn((R * W + 1, BLOCK, 16), generator=g).bfloat16()
+    idx_table = torch.arange(R * W, dtype=torch.int32).view(R, W)
+    kv = torch.zeros((R * W, 2, BLOCK, Hkv, D), dtype=torch.bfloat16)
+    seq_lens = torch.full((R,), W * BLOCK, dtype=torch.int32)
+    q = torch.zeros((T, Hkv * G, D), dtype=torch.bfloat16)
+    plan = sa._StepPlan(idx_q, idx_cache, idx_table, q, kv, idx_table, seq_lens, W * BLOCK,
+                        topk, 0, 1, Hkv, Q, Q, D ** -0.5, torch.empty_like(q), None, None,
+                        None, None, "sm_90", attention_pdl=forced)
+    assert plan.attend.pdl == want
+
+
 def test_decode_step_rejections_name_the_argument():
     """The step validates both halves before launching anything: a bad attention argument or a
     bad indexer argument raises naming it, and nothing is cached for that call."""
@@ -1223,11 +1280,14 @@ def test_gpu_split_merge_is_deterministic_over_many_launches():
 
 
 @pytest.mark.gpu
-def test_gpu_decode_step_in_a_graph_equals_the_two_calls():
+@pytest.mark.parametrize("R,ctx", [(16, 32768), (64, 8192)])
+def test_gpu_decode_step_in_a_graph_equals_the_two_calls(R=16, ctx=32768):
+    """64 programs: the attention a programmatic dependent of the indexer; 256: launched
+    plainly after it (the sm_90 step table)."""
     from graph_capture import capture
 
     g = torch.Generator().manual_seed(29)
-    R, Q, Hkv, G, D, topk, ctx = 16, 1, 4, 16, 128, 16, 32768
+    Q, Hkv, G, D, topk = 1, 4, 16, 128, 16
     W = ctx // BLOCK
     idx_q = torch.randn((R * Q, Hkv, 128), generator=g).bfloat16().cuda()
     idx_cache = torch.randn((R * W + 1, BLOCK, 128), generator=g).bfloat16().cuda()

@@ -104,6 +104,24 @@ def test_bench_attn_smoke_checks_every_row(tmp_path):
         for name in ("table", "per-token", "tiled", "tiled sorted"))
 
 
+def test_step_study_times_each_launch_of_the_attention_and_checks_its_bits(tmp_path):
+    run = _run([os.path.join("tools", "step_study.py"), str(tmp_path), "--smoke"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (row,) = json.loads((tmp_path / "step_study.json").read_text())["rows"]
+    assert set(row["us"]) == {"table", "dependent", "plain", "two calls", "indexer",
+                              "attention"}
+    assert row["same_bits"] == {"table": True, "dependent": True, "plain": True}
+
+
+def test_step_study_reads_rows_with_their_cache():
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import step_study
+
+    assert step_study.parse_rows("32/2/128/32768/1,8/1/64/8192/4:fp8e4m3:per_token") == [
+        ((32, 2, 128, 32768, 1), "bf16"), ((8, 1, 64, 8192, 4), "fp8e4m3:per_token")]
+    assert all(len(r) == 5 for r, _ in step_study.parse_rows(step_study.ROWS))
+
+
 def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

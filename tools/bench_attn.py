@@ -194,12 +194,17 @@ def step_calls(generated, case, row, device, seed=1):
     def attention():
         generated.sparse_attn_decode(**att, topk_idx=ids, output=out)
 
+    step_args = dict(idx_q=idx_q, index_kv_cache=idx_cache, index_block_table=idx_table,
+                     q=case["q"], kv=case["kv"], block_table=case["block_table"],
+                     seq_lens=case["seq_lens"], max_seq_len=ctx, topk=topk, init_blocks=0,
+                     local_blocks=1, num_kv_heads=Hkv, decode_query_len=Q,
+                     max_decode_query_len=Q, sm_scale=case["sm_scale"], output=step_out,
+                     k_scale=case.get("k_scale"), v_scale=case.get("v_scale"),
+                     topk_out=ids, completion_counter=counter)
+
     def step():
-        generated.sparse_decode_step(idx_q, idx_cache, idx_table, case["q"], case["kv"],
-                                     case["block_table"], case["seq_lens"], ctx, topk, 0, 1,
-                                     Hkv, Q, Q, case["sm_scale"], step_out,
-                                     k_scale=case.get("k_scale"), v_scale=case.get("v_scale"),
-                                     topk_out=ids, completion_counter=counter)
+        generated.sparse_decode_step(**step_args)
+    step.args = step_args  # (tools/step_study.py runs the step other ways on them)
     return indexer, attention, step, (out, step_out)
 
 
