@@ -1281,9 +1281,15 @@ def test_gpu_split_merge_is_deterministic_over_many_launches():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("R,ctx", [(16, 32768), (64, 8192)])
-def test_gpu_decode_step_in_a_graph_equals_the_two_calls(R=16, ctx=32768):
+def test_gpu_decode_step_in_a_graph_equals_the_two_calls(R, ctx):
     """64 programs: the attention a programmatic dependent of the indexer; 256: launched
     plainly after it (the sm_90 step table)."""
+    _step_in_a_graph(R, ctx)
+
+
+def _step_in_a_graph(R, ctx):
+    """sparse_decode_step of R requests of ctx tokens (4 KV heads, G 16) captured in a CUDA
+    graph and replayed: the ids and output of the two calls."""
     from graph_capture import capture
 
     g = torch.Generator().manual_seed(29)
@@ -1323,7 +1329,7 @@ def test_gpu_decode_step_with_a_merge_kernel_equals_the_two_calls(monkeypatch):
 
 
 def _step_with_decode_rows(monkeypatch, **params):
-    """test_gpu_decode_step_in_a_graph_equals_the_two_calls with every decode table row's
+    """_step_in_a_graph(16, 32768) with every decode table row's
     launch changed by ``params`` (fresh plan caches)."""
     from types import SimpleNamespace
 
@@ -1340,7 +1346,7 @@ def _step_with_decode_rows(monkeypatch, **params):
     monkeypatch.setattr(sa, "_row", changed)
     monkeypatch.setattr(sa, "_PLANS", _runtime.PlanCache())
     monkeypatch.setattr(sa, "_STEP_PLANS", _runtime.PlanCache())
-    test_gpu_decode_step_in_a_graph_equals_the_two_calls()
+    _step_in_a_graph(16, 32768)
 
 
 @pytest.mark.gpu
