@@ -224,11 +224,12 @@ PREFILL_RULES = [*declared_prefill_rules(PORTABLE),
 
 # sparse_decode_step on sm_90: where the attention's rows are these inputs' launches of
 # 129-256 programs (one split, 4 warps, 2 stages: two waves of one program per SM) it ran
-# 1-8 µs (1-6 %) slower as the indexer's programmatic dependent than launched plainly after
-# it, at every measured row (bf16 and fp8 e4m3 caches, G 16 and 8, contexts 8k-128k, five
-# H200s; tools/step_study.py, docs/results/2026-12-04_h200_step_pdl_*.json); at 1-128 and
-# 257-1024 programs, and over per-token scales (their own launches), the dependent was as
-# fast or 0.5-1.6 µs faster.
+# 0.5-8 µs (0.5-6 %) slower as the indexer's programmatic dependent than launched plainly
+# after it, at every measured row (bf16 and fp8 e4m3 caches, G 16 and 8, contexts 8k-128k,
+# five H200s; tools/step_study.py, docs/results/2026-12-04_h200_step_pdl_*.json); at 1-128
+# and 257-1024 programs, and over per-token scales (their own launches), the dependent was as
+# fast (within 0.4 µs) or up to 1.6 µs faster. A re-tune that changes these rows' launches
+# needs the study again.
 STEP_PLAIN = {"sm_90": (between(129, 256),
                         [{"q_dtype": "bf16", "kv_dtype": kv, "scales": "none", "group": g,
                           "head_dim": 128} for kv in ("bf16", "fp8e4m3") for g in (16, 8)])}
