@@ -237,14 +237,19 @@ STEP_PLAIN = {"sm_90": (between(129, 256),
 
 def step_rules():
     """`sparse_decode_step`'s launch of the attention: a programmatic dependent of the
-    indexer, except on a measured target at STEP_PLAIN's programs for the inputs whose
-    attention takes STEP_PLAIN's inputs' rows (their own, or as MEASURED_AS serves them)."""
+    indexer, except on a measured target of STEP_PLAIN at its programs for the inputs whose
+    attention takes its inputs' rows (their own, or as MEASURED_AS serves them)."""
     rules = [Rule(when={"hardware": PORTABLE}, variant="sparse_attn",
                   params=dict(attention_pdl=True),
                   note="dependent where the device has programmatic launches (not measured)")]
     domain = [dict(zip(ATTN_DOMAINS, v)) for v in itertools.product(*ATTN_DOMAINS.values())]
-    for hw, (programs, inputs) in STEP_PLAIN.items():
-        with_rows = inputs_with_rows(TARGETS[hw].rows("sparse_attn_decode"))
+    for hw, target in TARGETS.items():
+        if hw not in STEP_PLAIN:  # a measured target the study has not run on
+            rules.append(Rule(when={"hardware": hw}, variant="sparse_attn",
+                              params=dict(attention_pdl=True), note="dependent (not measured)"))
+            continue
+        programs, inputs = STEP_PLAIN[hw]
+        with_rows = inputs_with_rows(target.rows("sparse_attn_decode"))
         served = [p for p in domain if measured_as(p, with_rows) in inputs]
         # one rule per input but the group (the groups served together)
         merged = {}
