@@ -1059,6 +1059,21 @@ def test_decode_step_attention_follows_its_table(R, Q, forced, want):
     assert plan.attend.asked_pdl == want
 
 
+def test_decode_step_of_no_rows_returns_empty_results():
+    """R = 0: no programs, no launch (the step's table has no point for zero programs, and is
+    not asked)."""
+    Hkv, G, D, topk, W = 2, 4, 64, 4, 2
+    table = torch.zeros((0, W), dtype=torch.int32, device=DEVICE)
+    seq_lens = torch.zeros((0,), dtype=torch.int32, device=DEVICE)
+    q = torch.zeros((0, Hkv * G, D), dtype=torch.bfloat16, device=DEVICE)
+    out, ids = generated.sparse_decode_step(
+        torch.zeros((0, Hkv, 16), dtype=torch.bfloat16, device=DEVICE),
+        torch.zeros((3, BLOCK, 16), dtype=torch.bfloat16, device=DEVICE), table, q,
+        torch.zeros((4, 2, BLOCK, Hkv, D), dtype=torch.bfloat16, device=DEVICE), table,
+        seq_lens, W * BLOCK, topk, 0, 1, Hkv, 1, 1, D ** -0.5, torch.zeros_like(q))
+    assert out.shape == (0, Hkv * G, D) and ids.shape == (Hkv, 0, topk)
+
+
 def test_decode_step_rejections_name_the_argument():
     """The step validates both halves before launching anything: a bad attention argument or a
     bad indexer argument raises naming it, and nothing is cached for that call."""
