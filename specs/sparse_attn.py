@@ -222,20 +222,21 @@ PREFILL_RULES = [*declared_prefill_rules(PORTABLE),
 
 # sparse_decode_step on sm_90: the inputs whose decode rows of 129-256 programs ran slower with
 # the attention as the indexer's programmatic dependent than launched plainly after it, at
-# every row measured (0.6-8.3 µs, 0.3-5.5 %: contexts 8k-128k, five H200s; tools/step_study.py,
-# docs/results/2026-12-04_h200_step_pdl_*.json), each with the launch its rows had then (a test
-# holds the table to it: a re-tune that changes it needs the study again). Elsewhere the
-# dependent was as fast (at most 0.9 µs slower in 4 of 30 rows) or up to 2.2 µs faster, and so
-# at these programs over per-token scales (the same launch as the unscaled e4m3 rows); inputs
-# not measured (fp16, e5m2, scalar scales, other groups) keep the dependent.
-STEP_PLAIN = {"sm_90": (between(129, 256), (
-    ({"q_dtype": "bf16", "kv_dtype": "bf16", "scales": "none", "group": 16, "head_dim": 128},
-     dict(splits=1, num_warps=4, num_stages=2)),
-    ({"q_dtype": "bf16", "kv_dtype": "bf16", "scales": "none", "group": 8, "head_dim": 128},
-     dict(splits=1, num_warps=4, num_stages=2)),
-    ({"q_dtype": "bf16", "kv_dtype": "fp8e4m3", "scales": "none", "group": 16, "head_dim": 128},
-     dict(splits=1, num_warps=4, num_stages=3)),
-))}
+# every row measured on two H200s or more (tools/step_study.py,
+# docs/results/2026-12-04_h200_step_pdl_*.json; contexts 8k-128k): bf16 and fp16 q and cache
+# (0.5-8.9 µs, 0.3-6.1 %) and unscaled fp8 e4m3 and e5m2 caches (4.8-8.2 µs, 1.1-5.9 %; one
+# e5m2 row at 8k tied), G 16 and 8, each with the launch its rows had then (a test holds the
+# table to it: a re-tune that changes it needs the study again). Over scaled fp8 caches (scalar
+# or per-token scales, the same launches) the dependent was 0.4-1.3 % faster there; at 1-128
+# and 257-1024 programs (45 rows) up to 2.2 µs faster or at most 1.2 µs slower (e4m3 G 8 at
+# 128 programs: 2.6, 1.0 %, one H200). Inputs not measured (an fp16 q over fp8, mixed 16-bit
+# types, other groups and head dims) keep the dependent.
+STEP_PLAIN = {"sm_90": (between(129, 256), tuple(
+    (dict(q_dtype=q, kv_dtype=kv, scales="none", group=group, head_dim=128),
+     dict(splits=1, num_warps=4, num_stages=stages))
+    for q, kv, stages in (("bf16", "bf16", 2), ("fp16", "fp16", 2), ("bf16", "fp8e4m3", 3),
+                          ("bf16", "fp8e5m2", 3))
+    for group in (16, 8)))}
 
 
 def step_rules():

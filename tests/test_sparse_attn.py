@@ -1009,12 +1009,13 @@ def test_decode_step_table_launches_plainly_only_where_measured_faster():
     for inputs, _ in measured:
         got = [_step_point_pdl("sm_90", *inputs.values(), p) for p in around]
         assert got == [True, True, False, False, False, True, True], inputs
-    # per-token scales (measured: the dependent as fast), inputs not measured (an fp16 q or
-    # cache, e5m2, scalar scales, other groups and head dims, an fp32 q), other targets
+    # scaled fp8 caches (measured: the dependent faster), inputs not measured (an fp16 q over
+    # fp8, mixed 16-bit types, other groups and head dims, an fp32 q), other targets
     for point in (("sm_90", "bf16", "fp8e4m3", "per_token", 16, 128),
-                  ("sm_90", "fp16", "fp16", "none", 16, 128),
-                  ("sm_90", "bf16", "fp8e5m2", "none", 16, 128),
                   ("sm_90", "bf16", "fp8e4m3", "scalar", 16, 128),
+                  ("sm_90", "bf16", "fp8e5m2", "scalar", 8, 128),
+                  ("sm_90", "fp16", "fp8e4m3", "none", 16, 128),
+                  ("sm_90", "bf16", "fp16", "none", 16, 128),
                   ("sm_90", "bf16", "bf16", "none", 4, 128),
                   ("sm_90", "bf16", "bf16", "none", 16, 64),
                   ("sm_90", "fp32", "bf16", "none", 16, 128),
