@@ -228,7 +228,7 @@ PREFILL_RULES = [*declared_prefill_rules(PORTABLE),
 # e5m2 row at 8k tied), G 16 and 8, each with the launch its rows had then (a test holds the
 # table to it: a re-tune that changes it needs the study again). Over scaled fp8 caches (scalar
 # or per-token scales, the same launches) the dependent was 0.4-1.3 % faster there; at 1-128
-# and 257-1024 programs (45 rows) up to 2.2 µs faster or at most 1.2 µs slower (e4m3 G 8 at
+# and 257-1024 programs (47 rows) up to 3.2 µs faster or at most 1.2 µs slower (e4m3 G 8 at
 # 128 programs: 2.6, 1.0 %, one H200). Inputs not measured (an fp16 q over fp8, mixed 16-bit
 # types, other groups and head dims) keep the dependent.
 STEP_PLAIN = {"sm_90": (between(129, 256), tuple(
