@@ -1038,6 +1038,41 @@ def test_decode_step_plain_launches_are_the_ones_the_study_measured():
             assert {k: row.params[k] for k in launch} == launch, (inputs, p, row.params)
 
 
+def test_decode_step_plain_inputs_are_the_ones_the_study_found_faster():
+    """STEP_PLAIN agrees with the step study's results of record (docs/results/*_step_pdl_*):
+    the inputs timed at its programs on two H200s or more are launched plainly there exactly
+    when the plain launch was as fast as the dependent (within 0.5 %) at every such row."""
+    import glob
+    import json
+    import os
+
+    from specs.sparse_attn import STEP_PLAIN
+
+    programs, declared = STEP_PLAIN["sm_90"]
+    timed = {}
+    paths = glob.glob(os.path.join(os.path.dirname(__file__), os.pardir, "docs", "results",
+                                   "*_h200_step_pdl_*.json"))
+    assert paths
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            study = json.load(f)
+        machine = study.get("machine") or study["env"]["machine"]
+        for row in study["rows"]:
+            hq, hkv, reqs, _, q_len = row["row"]
+            if not programs.lo <= reqs * q_len * hkv <= programs.hi:
+                continue
+            dtype, _, scales = row.get("kv", "bf16").partition(":")
+            inputs = (("fp16" if dtype == "fp16" else "bf16"), dtype, scales or "none",
+                      hq // hkv, 128)
+            us = row["us"]  # (the study's first form: "step" was the dependent)
+            dependent, plain = us.get("dependent", us.get("step")), us.get("plain",
+                                                                           us.get("step_plain"))
+            timed.setdefault(inputs, []).append((machine, plain <= dependent * 1.005))
+    measured = {i for i, rows in timed.items() if len({m for m, _ in rows}) >= 2}
+    faster = {i for i in measured if all(ok for _, ok in timed[i])}
+    assert {tuple(i.values()) for i, _ in declared} == faster
+
+
 @pytest.mark.parametrize("R,Q,forced,want", [(64, 1, None, "ids"), (65, 1, None, "none"),
                                              (64, 2, None, "none"), (43, 3, None, "ids"),
                                              (64, 2, True, "ids"), (64, 1, False, "none")])
