@@ -576,10 +576,6 @@ VARIANTS["keys_rows"] = [
 # arithmetic (the padding lanes compute too). The kernel's result with the products added in
 # another order (checked within CLOSE).
 VARIANTS["wgmma"] = [("MIN_DOT_ROWS = 16", "MIN_DOT_ROWS = 64")]
-# Triton's automatic warp specialization of the key loop (producer warps issuing the loads,
-# consumer warps the products; sm_90 through its Hopper pass): the same bits.
-VARIANTS["warp_spec"] = [("    for u in range(first, last):\n",
-                          "    for u in tl.range(first, last, warp_specialize=True):\n")]
 VARIANTS["wgmma_split_only"] = VARIANTS["wgmma"] + VARIANTS["split_only"]
 # Each warp its own share of a step's keys with its own running softmax (a batched product:
 # the warps are the batch axis, so a step's row max, row sum and P·V operand stay inside one
@@ -996,7 +992,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
 CORRECT = ("k_bits", "k_bits_asm",
            "splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
            "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
-           "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm", "warp_spec")
+           "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
 
 
 class EmptyGrid:
