@@ -105,12 +105,14 @@ def test_bench_attn_smoke_checks_every_row(tmp_path):
 
 
 def test_step_study_times_each_launch_of_the_attention_and_checks_its_bits(tmp_path):
-    run = _run([os.path.join("tools", "step_study.py"), str(tmp_path), "--smoke"])
+    run = _run([os.path.join("tools", "step_study.py"), str(tmp_path), "--smoke",
+                "--cap", "96"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     (row,) = json.loads((tmp_path / "step_study.json").read_text())["rows"]
     assert set(row["us"]) == {"table", "dependent", "plain", "two calls", "indexer",
-                              "attention"}
-    assert row["same_bits"] == {"table": True, "dependent": True, "plain": True}
+                              "attention", "dependent cap", "plain cap"}
+    assert row["same_bits"] == {"table": True, "dependent": True, "plain": True,
+                                "dependent cap": True, "plain cap": True}
 
 
 def test_step_study_reads_rows_with_their_cache():
