@@ -124,13 +124,13 @@ SPECS = [
             doc="host entries: validation, dispatch, scratch for sparse_attn_decode / "
                 "sparse_attn_prefill / sparse_decode_step",
             tensors=(Q, KV, TOPK_IDX, BLOCK_TABLE, OUTPUT),
-            params=(Param(name="attention_pdl", kind="bool",
-                          doc="sparse_decode_step: the attention launched as a programmatic "
-                              "dependent of the indexer (its programs may start once every "
-                              "selector program runs, and wait for the ids); False: launched "
-                              "plainly after it (where the device has no programmatic "
-                              "launches, always plainly)"),),
-            defaults=dict(attention_pdl=True)),
+            params=(Param(name="attention_per_sm", kind="int", minimum=0, maximum=32,
+                          doc="sparse_decode_step: at most this many of the attention's "
+                              "programs share an SM (0: as many as fit), by the dynamic "
+                              "shared memory its launch asks for; it is the indexer's "
+                              "programmatic dependent, placed while the indexer's last "
+                              "programs still run"),),
+            defaults=dict(attention_per_sm=0)),
 ]
 
 # Splits by programs (rows · KV heads): few programs split each row's list so the grid fills
@@ -220,18 +220,18 @@ PREFILL_RULES = [*declared_prefill_rules(PORTABLE),
                                            declared_prefill_rules(name)))]
 
 
-# sparse_decode_step on sm_90: the inputs whose decode rows of 129-256 programs ran slower with
-# the attention as the indexer's programmatic dependent than launched plainly after it, at
-# every row measured on two H200s or more (tools/step_study.py,
-# docs/results/2026-12-04_h200_step_pdl_*.json; contexts 8k-128k): bf16 and fp16 q and cache
-# (0.5-8.9 µs, 0.3-6.1 %) and unscaled fp8 e4m3 and e5m2 caches (4.8-8.2 µs, 1.1-5.9 %; one
-# e5m2 row at 8k tied), G 16 and 8, each with the launch its rows had then (a test holds the
-# table to it: a re-tune that changes it needs the study again). Over scaled fp8 caches (scalar
-# or per-token scales, the same launches) the dependent was 0.4-1.3 % faster there; at 1-128
-# and 257-1024 programs (47 rows) up to 3.2 µs faster or at most 1.2 µs slower (e4m3 G 8 at
-# 128 programs: 2.6, 1.0 %, one H200). Inputs not measured (an fp16 q over fp8, mixed 16-bit
-# types, other groups and head dims) keep the dependent.
-STEP_PLAIN = {"sm_90": (between(129, 256), tuple(
+# sparse_decode_step on sm_90: the attention, the indexer's programmatic dependent, has its
+# programs placed while the indexer's last ones still run; at 129-256 programs a launch that
+# lets three of them share an SM (72 KiB of shared memory and at most 168 registers each: bf16,
+# fp16 and unscaled fp8 caches) then ran up to 6 % slower than launched plainly after the
+# indexer, on every row measured (tools/step_study.py, docs/results/
+# 2026-12-04_h200_step_pdl_*.json). Capped at two per SM it is faster than both, on every row
+# measured on two H200s or more (0.3-7.1 µs under the faster of the two), for these inputs with
+# the launches they had then (a test holds the table to them: a re-tune that changes them needs
+# the study again). Scaled fp8 caches hold at most two by registers (201-213) and are left
+# uncapped, as are 1-128 programs (at 128 the cap was 3 µs slower on one of two H200s) and
+# 257-1024 (a 512-program fp8 launch 11 % slower capped), other inputs and other targets.
+STEP_CAPPED = {"sm_90": (between(129, 256), 2, tuple(
     (dict(q_dtype=q, kv_dtype=kv, scales="none", group=group, head_dim=128),
      dict(splits=1, num_warps=4, num_stages=stages))
     for q, kv, stages in (("bf16", "bf16", 2), ("fp16", "fp16", 2), ("bf16", "fp8e4m3", 3),
@@ -240,27 +240,26 @@ STEP_PLAIN = {"sm_90": (between(129, 256), tuple(
 
 
 def step_rules():
-    """`sparse_decode_step`'s launch of the attention: a programmatic dependent of the
-    indexer, except on a measured target of STEP_PLAIN at its programs for its inputs."""
+    """`sparse_decode_step`'s attention: as many programs per SM as fit, except on a measured
+    target of STEP_CAPPED at its programs for its inputs."""
     rules = [Rule(when={"hardware": PORTABLE}, variant="sparse_attn",
-                  params=dict(attention_pdl=True),
-                  note="dependent where the device has programmatic launches (not measured)")]
+                  params=dict(attention_per_sm=0), note="uncapped (not measured)")]
     for hw in TARGETS:
-        if hw not in STEP_PLAIN:  # a measured target the study has not run on
+        if hw not in STEP_CAPPED:  # a measured target the study has not run on
             rules.append(Rule(when={"hardware": hw}, variant="sparse_attn",
-                              params=dict(attention_pdl=True), note="dependent (not measured)"))
+                              params=dict(attention_per_sm=0), note="uncapped (not measured)"))
             continue
-        programs, measured = STEP_PLAIN[hw]
+        programs, per_sm, measured = STEP_CAPPED[hw]
         inputs = [i for i, _ in measured]
         for p in inputs:
-            for when, pdl, note in (
-                    ({"programs": between(1, programs.lo - 1)}, True, "dependent"),
-                    ({"programs": programs}, False, "plain: measured faster"),
-                    ({"programs": at_least(programs.hi + 1)}, True, "dependent")):
+            for when, cap, note in (
+                    ({"programs": between(1, programs.lo - 1)}, 0, "uncapped"),
+                    ({"programs": programs}, per_sm, "capped: measured faster"),
+                    ({"programs": at_least(programs.hi + 1)}, 0, "uncapped")):
                 rules.append(Rule(when={"hardware": hw, **p, **when}, variant="sparse_attn",
-                                  params=dict(attention_pdl=pdl), note=note))
-        rules += [Rule(when=w, variant="sparse_attn", params=dict(attention_pdl=True),
-                       note="dependent (as measured, or not measured)")
+                                  params=dict(attention_per_sm=cap), note=note))
+        rules += [Rule(when=w, variant="sparse_attn", params=dict(attention_per_sm=0),
+                       note="uncapped (as measured, or not measured)")
                   for w in elsewhere({"hardware": hw}, inputs, ATTN_DOMAINS)]
     return rules
 
@@ -286,6 +285,6 @@ SPECS += [
            axes=axes("T prefill tokens"),
            rules=PREFILL_RULES),
     Policy(name="sparse_decode_step", family="sparse_attn",
-           doc="sparse_decode_step: how the attention follows the indexer",
+           doc="sparse_decode_step: how many of the attention's programs may share an SM",
            axes=axes("T = R · decode_query_len"), rules=step_rules()),
 ]

@@ -989,27 +989,27 @@ def _small_step_args(seed):
     return args, R * Q, topk
 
 
-def _step_point_pdl(hw, q, kv, scales, group, head_dim, programs):
+def _step_point_cap(hw, q, kv, scales, group, head_dim, programs):
     from generated.dispatch import SPARSE_DECODE_STEP as table
     return table.lookup(*table.point(hardware=hw, q_dtype=q, kv_dtype=kv, scales=scales,
                                      group=group, head_dim=head_dim, programs=programs)
-                        ).params["attention_pdl"]
+                        ).params["attention_per_sm"]
 
 
-def test_decode_step_table_launches_plainly_only_where_measured_faster():
-    """sparse_decode_step's table (specs STEP_PLAIN): on sm_90 the attention is launched
-    plainly at STEP_PLAIN's programs for its measured inputs only; a programmatic dependent of
-    the indexer at every other point and on every other target."""
-    from specs.sparse_attn import STEP_PLAIN
+def test_decode_step_table_caps_the_attention_only_where_measured_faster():
+    """sparse_decode_step's table (specs STEP_CAPPED): on sm_90 at most two of the attention's
+    programs share an SM at STEP_CAPPED's programs for its measured inputs only; as many as fit
+    at every other point and on every other target."""
+    from specs.sparse_attn import STEP_CAPPED
 
-    programs, measured = STEP_PLAIN["sm_90"]
+    programs, per_sm, measured = STEP_CAPPED["sm_90"]
     around = (1, programs.lo - 1, programs.lo, (programs.lo + programs.hi) // 2, programs.hi,
               programs.hi + 1, 65536)
-    assert measured
+    assert measured and per_sm == 2
     for inputs, _ in measured:
-        got = [_step_point_pdl("sm_90", *inputs.values(), p) for p in around]
-        assert got == [True, True, False, False, False, True, True], inputs
-    # scaled fp8 caches (measured: the dependent faster), inputs not measured (an fp16 q over
+        got = [_step_point_cap("sm_90", *inputs.values(), p) for p in around]
+        assert got == [0, 0, 2, 2, 2, 0, 0], inputs
+    # scaled fp8 caches (at most two per SM by registers), inputs not measured (an fp16 q over
     # fp8, mixed 16-bit types, other groups and head dims, an fp32 q), other targets
     for point in (("sm_90", "bf16", "fp8e4m3", "per_token", 16, 128),
                   ("sm_90", "bf16", "fp8e4m3", "scalar", 16, 128),
@@ -1021,16 +1021,16 @@ def test_decode_step_table_launches_plainly_only_where_measured_faster():
                   ("sm_90", "fp32", "bf16", "none", 16, 128),
                   ("generic", "bf16", "bf16", "none", 16, 128),
                   ("gfx950", "bf16", "fp8e4m3", "none", 8, 128)):
-        assert all(_step_point_pdl(*point, p) for p in around), point
+        assert not any(_step_point_cap(*point, p) for p in around), point
 
 
-def test_decode_step_plain_launches_are_the_ones_the_study_measured():
-    """STEP_PLAIN holds each input's decode launch of its programs as the study measured it:
+def test_decode_step_capped_launches_are_the_ones_the_study_measured():
+    """STEP_CAPPED holds each input's decode launch of its programs as the study measured it:
     the sm_90 decode table must still give it at every end of the range (a re-tune that
-    changes it needs tools/step_study.py again, and STEP_PLAIN updated)."""
-    from specs.sparse_attn import STEP_PLAIN
+    changes it needs tools/step_study.py again, and STEP_CAPPED updated)."""
+    from specs.sparse_attn import STEP_CAPPED
 
-    programs, measured = STEP_PLAIN["sm_90"]
+    programs, _, measured = STEP_CAPPED["sm_90"]
     for inputs, launch in measured:
         for p in (programs.lo, programs.hi):
             row = sa._row("decode", "sm_90", dict(inputs, programs=p))
@@ -1038,17 +1038,18 @@ def test_decode_step_plain_launches_are_the_ones_the_study_measured():
             assert {k: row.params[k] for k in launch} == launch, (inputs, p, row.params)
 
 
-def test_decode_step_plain_inputs_are_the_ones_the_study_found_faster():
-    """STEP_PLAIN agrees with the step study's results of record (docs/results/*_step_pdl_*):
-    the inputs timed at its programs on two H200s or more are launched plainly there exactly
-    when the plain launch was as fast as the dependent (within 0.5 %) at every such row."""
+def test_decode_step_capped_inputs_are_the_ones_the_study_found_faster():
+    """STEP_CAPPED agrees with the step study's results of record (docs/results/*_step_pdl_*):
+    the inputs timed at its programs, capped at its programs per SM, on two H200s or more are
+    capped there exactly when the capped dependent was as fast as the faster of the uncapped
+    dependent and the plain launch (within 0.5 %) at every such row."""
     import glob
     import json
     import os
 
-    from specs.sparse_attn import STEP_PLAIN
+    from specs.sparse_attn import STEP_CAPPED
 
-    programs, declared = STEP_PLAIN["sm_90"]
+    programs, per_sm, declared = STEP_CAPPED["sm_90"]
     timed = {}
     paths = glob.glob(os.path.join(os.path.dirname(__file__), os.pardir, "docs", "results",
                                    "*_h200_step_pdl_*.json"))
@@ -1059,27 +1060,27 @@ def test_decode_step_plain_inputs_are_the_ones_the_study_found_faster():
         machine = study.get("machine") or study["env"]["machine"]
         for row in study["rows"]:
             hq, hkv, reqs, _, q_len = row["row"]
-            if not programs.lo <= reqs * q_len * hkv <= programs.hi:
+            us = row["us"]
+            if not programs.lo <= reqs * q_len * hkv <= programs.hi or \
+                    row.get("cap_per_sm") != per_sm:
                 continue
             dtype, _, scales = row.get("kv", "bf16").partition(":")
             inputs = (("fp16" if dtype == "fp16" else "bf16"), dtype, scales or "none",
                       hq // hkv, 128)
-            us = row["us"]  # (the study's first form: "step" was the dependent)
-            dependent, plain = us.get("dependent", us.get("step")), us.get("plain",
-                                                                           us.get("step_plain"))
-            timed.setdefault(inputs, []).append((machine, plain <= dependent * 1.005))
+            faster = us["dependent cap"] <= min(us["dependent"], us["plain"]) * 1.005
+            timed.setdefault(inputs, []).append((machine, faster))
     measured = {i for i, rows in timed.items() if len({m for m, _ in rows}) >= 2}
     faster = {i for i in measured if all(ok for _, ok in timed[i])}
     assert {tuple(i.values()) for i, _ in declared} == faster
 
 
-@pytest.mark.parametrize("R,Q,forced,want", [(64, 1, None, "ids"), (65, 1, None, "none"),
-                                             (64, 2, None, "none"), (43, 3, None, "ids"),
-                                             (64, 2, True, "ids"), (64, 1, False, "none")])
+@pytest.mark.parametrize("R,Q,forced,want", [(64, 1, None, 0), (65, 1, None, 2),
+                                             (64, 2, None, 2), (43, 3, None, 0),
+                                             (64, 2, 0, 0), (64, 1, 3, 3)])
 def test_decode_step_attention_follows_its_table(R, Q, forced, want):
-    """The step's attention plan asks for the launch its table gives the step's point (sm_90,
-    bf16, G 16, D 128: T · Hkv = R · Q · 2 programs), or the one forced (tools' study). (A
-    device without programmatic launches, as the CPU here, launches plainly whatever it asks.)"""
+    """The step's attention plan asks for as many programs per SM as its table gives the
+    step's point (sm_90, bf16, G 16, D 128: T · Hkv = R · Q · 2 programs), or as forced
+    (tools' study)."""
     g = torch.Generator().manual_seed(3)
     Hkv, G, D, topk, W = 2, 16, 128, 4, 2
     T = R * Q
@@ -1091,8 +1092,24 @@ def test_decode_step_attention_follows_its_table(R, Q, forced, want):
     q = torch.zeros((T, Hkv * G, D), dtype=torch.bfloat16)
     plan = sa._StepPlan(idx_q, idx_cache, idx_table, q, kv, idx_table, seq_lens, W * BLOCK,
                         topk, 0, 1, Hkv, Q, Q, D ** -0.5, torch.empty_like(q), None, None,
-                        None, None, "sm_90", attention_pdl=forced)
-    assert plan.attend.asked_pdl == want
+                        None, None, "sm_90", attention_per_sm=forced)
+    assert plan.attend.asked_per_sm == want
+
+
+def test_residency_floor_leaves_no_room_for_one_more_program():
+    """`_runtime.residency_floor`: the shared memory per program that lets at most n share an
+    SM (H200: 228 KiB per SM, 227 per program; A100: 164 and 163), none where no size does."""
+    from generated import _runtime
+
+    for per_sm_bytes, per_block in ((233472, 232448), (167936, 166912)):
+        reserve = per_sm_bytes - per_block
+        for n in (1, 2, 3, 8):
+            floor = _runtime.residency_floor(per_sm_bytes, per_block, n)
+            assert n * (floor + reserve) <= per_sm_bytes < (n + 1) * (floor + reserve), n
+        assert _runtime.residency_floor(per_sm_bytes, per_block, 0) == 0
+        assert _runtime.residency_floor(per_sm_bytes, per_block, 1000) == 0
+    assert _runtime.residency_floor(0, 0, 2) == 0  # (sizes not reported)
+    assert _runtime.residency_floor(233472, 232448, 2) == 76801
 
 
 def test_decode_step_of_no_rows_returns_empty_results():
@@ -1346,13 +1363,24 @@ def test_gpu_split_merge_is_deterministic_over_many_launches():
 @pytest.mark.gpu
 @pytest.mark.parametrize("R,ctx", [(16, 32768), (64, 8192)])
 def test_gpu_decode_step_in_a_graph_equals_the_two_calls(R, ctx):
-    """64 programs: the attention a programmatic dependent of the indexer; 256: launched
-    plainly after it (the sm_90 step table)."""
-    plan = _step_in_a_graph(R, ctx)
+    """The attention a programmatic dependent of the indexer: at 64 programs as many per SM as
+    fit; at 256 at most two (the sm_90 step table), its launch asking for the shared memory
+    that leaves room for no third."""
+    import inspect
+
     from generated import _runtime
 
+    plan, run = _step_in_a_graph(R, ctx)
     if _runtime.detect_hardware(torch.device("cuda")) == "sm_90":
-        assert plan.attend.asked_pdl == ("ids" if R * 4 <= 128 else "none")
+        assert plan.attend.asked_per_sm == (0 if R * 4 <= 128 else 2)
+        run()  # (the plan's own launch, outside the graph)
+        attn = inspect.getclosurevars(plan.attend.run).nonlocals["attn"]
+        shared = attn.compiled.metadata.shared
+        if plan.attend.asked_per_sm:
+            floor = _runtime.residency_shared(torch.cuda.current_device(), 2)
+            assert floor > shared and attn.metadata[2] == floor
+        else:
+            assert attn.metadata[2] == shared
 
 
 def _step_in_a_graph(R, ctx):
@@ -1387,9 +1415,11 @@ def _step_in_a_graph(R, ctx):
     want = torch.zeros_like(out)
     generated.sparse_attn_decode(q, kv, want_ids, table, seq_lens, Hkv, D ** -0.5, want, Q)
     assert torch.equal(ids_out, want_ids) and torch.equal(out, want)
-    # (a plan as the step made its own: how it asked the attention to follow the indexer)
-    return sa._StepPlan(idx_q, idx_cache, idx_table, q, kv, table, seq_lens, ctx, topk, 0, 1,
+    # (a plan as the step made its own, and its call: how it launches the attention)
+    plan = sa._StepPlan(idx_q, idx_cache, idx_table, q, kv, table, seq_lens, ctx, topk, 0, 1,
                         Hkv, Q, Q, D ** -0.5, out, None, None, ids_out, counter, None)
+    return plan, lambda: plan(idx_q, idx_cache, idx_table, q, kv, table, seq_lens, out, None,
+                              None, ids_out, counter)
 
 
 @pytest.mark.gpu
@@ -1737,6 +1767,23 @@ def test_sm_scale_outside_fp32_is_refused_by_name(bad):
     args, _, _ = _small_step_args(43)
     with pytest.raises(ValueError, match="^sm_scale: "):
         generated.sparse_decode_step(*args[:14], bad, *args[15:])
+
+
+def test_decode_step_with_launch_refuses_bad_launch_ways_by_name():
+    """sparse_decode_step_with_launch: ``attention_pdl`` a bool, ``attention_per_sm`` None or
+    an int ≥ 0; both forced ways give the step's results."""
+    args, _, _ = _small_step_args(45)
+    step = sa.sparse_decode_step_with_launch
+    want, want_ids = (t.clone() for t in generated.sparse_decode_step(*args))
+    for bad, error in (({"attention_pdl": None}, TypeError), ({"attention_pdl": 1}, TypeError),
+                       ({"attention_per_sm": 2.0}, TypeError),
+                       ({"attention_per_sm": -1}, ValueError)):
+        with pytest.raises(error, match=f"^{next(iter(bad))}: "):
+            step(None, *args, **bad)
+    for way in ({"attention_pdl": False}, {"attention_per_sm": 2}):
+        args[-1].zero_()
+        out, ids = step(None, *args, **way)
+        assert torch.equal(out, want) and torch.equal(ids, want_ids), way
 
 
 def test_an_output_sharing_memory_with_an_input_is_refused_by_name():

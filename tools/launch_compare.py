@@ -304,7 +304,7 @@ def step_pair(sa, case, row, launches: dict, dev) -> dict:
         calls[name] = lambda launch=launch: sa.sparse_decode_step_with_launch(
             launch, idx_q, idx_cache, idx_table, case["q"], case["kv"], case["block_table"],
             case["seq_lens"], ctx, topk, 0, 1, Hkv, Q, Q, case["sm_scale"], output,
-            topk_out=ids, completion_counter=counter, attention_pdl=True)
+            topk_out=ids, completion_counter=counter, attention_pdl=True, attention_per_sm=0)
     return calls
 
 

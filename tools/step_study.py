@@ -1,20 +1,19 @@
 """Device study: how should `sparse_decode_step` launch its attention? For each row, the step
 with the attention as the indexer's programmatic dependent (``dependent``) and launched plainly
-after it (``plain``), the step as its table launches it (``table``: one of the two), the two
-calls back to back in one graph (``two calls``) and each alone, timed interleaved in one
-process (graph replay, L2 flushed, the order rotating each round: `common.time_graphs`). Every
-step's output and ids are checked bitwise against the two calls'. The sm_90 step table
-(specs/sparse_attn.py STEP_PLAIN) comes from these runs.
+after it (``plain``), the step as its table launches it (``table``: the dependent, as many of
+its programs per SM as the table lets), the two calls back to back in one graph (``two
+calls``) and each alone, timed interleaved in one process (graph replay, L2 flushed, the order
+rotating each round: `common.time_graphs`). Every step's output and ids are checked bitwise
+against the two calls'.
 
-``--cap KIB`` adds both launches with the attention asking for at least KIB KiB of dynamic
-shared memory (``dependent cap``, ``plain cap``: the same kernel and bits; 96 lets at most two
-of its programs share an SM where its own 72 KiB let three), to test whether the dependent's
-loss comes from where its programs are placed while the indexer's last programs still run.
+``--cap N`` adds both launches with at most N of the attention's programs per SM (``dependent
+cap``, ``plain cap``; ``dependent`` and ``plain`` are uncapped): the same kernel and bits. The
+sm_90 step table's cap (specs/sparse_attn.py STEP_CAPPED) comes from these runs.
 
     python3 tools/step_study.py OUTDIR                # H200: OUTDIR/step_study.json
     python3 tools/step_study.py OUTDIR --rows 32/2/128/32768/1,32/2/32/32768/4:fp8e4m3
         # rows as Hq/Hkv/R/context/Q, each optionally :KV (bench_attn's --kv)
-    python3 tools/step_study.py OUTDIR --cap 96       # and both launches at most 2 per SM
+    python3 tools/step_study.py OUTDIR --cap 2        # and both launches at most 2 per SM
     python3 tools/step_study.py OUTDIR --smoke        # CPU interpreter, one tiny row
 """
 from __future__ import annotations
@@ -46,38 +45,7 @@ def parse_rows(text: str) -> list:
     return rows
 
 
-def capped_launch(cap_bytes: int):
-    """A `KernelLaunch` whose attention kernel launches with at least ``cap_bytes`` of dynamic
-    shared memory (its own compiled kernel untouched: other launches of it keep theirs); any
-    other kernel as `KernelLaunch` launches it."""
-    import torch
-    import triton
-    from generated import _runtime as rt
-    from generated import sparse_attn
-
-    class CappedLaunch(rt.KernelLaunch):
-        __slots__ = ("meta",)
-
-        def __call__(self, *args):
-            if self.kernel is not sparse_attn._sparse_attn_kernel or rt.interpreting():
-                return super().__call__(*args)
-            if self.compiled is None:
-                c = self.kernel.warmup(*args, grid=self.grid, **self.options)
-                run = c.run  # (loads the module)
-                warps, ctas, shared = c.packed_metadata
-                # (sets the kernel's largest dynamic shared memory to the size asked for)
-                triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
-                    c.function, max(shared, cap_bytes), 1)
-                self.compiled, self.direct = c, run
-                self.meta = (warps, ctas, max(shared, cap_bytes))
-            gx, gy, gz = self.grid
-            stream = torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
-            self.direct(gx, gy, gz, stream, self.compiled.function, self.meta, None, None,
-                        None, *args)
-    return CappedLaunch
-
-
-def study_row(generated, row, kv, device, smoke, reps, cap=None):
+def study_row(generated, row, kv, device, smoke, reps, cap=0):
     """µs of each way to run the row's step (module docstring) and whether each gave the two
     calls' bits."""
     import torch
@@ -91,46 +59,31 @@ def study_row(generated, row, kv, device, smoke, reps, cap=None):
     args = step.args  # the step's arguments (bench_attn.step_calls)
     outs = {}
 
-    def forced(pdl, name=None):
-        name = pdl if name is None else name  # (its outputs' key)
+    def forced(name, pdl, per_sm=0):
         outs[name] = (torch.empty_like(out), torch.empty_like(args["topk_out"]))
         counter = torch.zeros_like(args["completion_counter"])
         kwargs = dict(args, output=outs[name][0], topk_out=outs[name][1],
                       completion_counter=counter)
         return lambda: sparse_attention.sparse_decode_step_with_launch(
-            None, attention_pdl=pdl, **kwargs)
+            None, attention_pdl=pdl, attention_per_sm=per_sm, **kwargs)
 
     def two_calls():
         indexer()
         attention()
-    calls = {"table": step, "dependent": forced(True), "plain": forced(False),
-             "two calls": two_calls, "indexer": indexer, "attention": attention}
-    if cap is not None:
-        from generated import _runtime as rt
-        launch = capped_launch(cap)
-
-        def capped(pdl):
-            name = f"{'dependent' if pdl else 'plain'} cap"
-            step_call = forced(pdl, name)
-
-            def call():
-                kept, rt.KernelLaunch = rt.KernelLaunch, launch  # (the plan is built per call)
-                try:
-                    step_call()
-                finally:
-                    rt.KernelLaunch = kept
-            return name, call
-        calls.update(capped(pdl) for pdl in (True, False))
+    calls = {"table": step, "dependent": forced("dependent", True),
+             "plain": forced("plain", False), "two calls": two_calls, "indexer": indexer,
+             "attention": attention}
+    if cap:
+        calls["dependent cap"] = forced("dependent cap", True, cap)
+        calls["plain cap"] = forced("plain cap", False, cap)
     two_calls()
     want_ids = args["topk_out"].clone()  # (the two calls' ids; the table's step rewrites them)
-    for name in calls:
-        if name in ("table", "dependent", "plain") or name.endswith(" cap"):
-            calls[name]()
+    for name in ("table", *outs):
+        calls[name]()
     if device != "cpu":
         torch.cuda.synchronize()
-    outs[None] = (step_out, args["topk_out"])
-    same = {{None: "table", True: "dependent", False: "plain"}.get(k, k):
-            bool(torch.equal(o, out) and torch.equal(ids, want_ids))
+    outs["table"] = (step_out, args["topk_out"])
+    same = {k: bool(torch.equal(o, out) and torch.equal(ids, want_ids))
             for k, (o, ids) in outs.items()}
     timed = common.time_graphs(calls, reps=reps, rounds=max(1, reps // 10), smoke=smoke)
     return {"us": {k: v["median_us"] for k, v in timed.items()}, "same_bits": same}
@@ -142,7 +95,7 @@ def main(argv=None):
     ap.add_argument("--rows", default=ROWS)
     ap.add_argument("--reps", type=int, default=120)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--cap", type=int, default=None, metavar="KIB")
+    ap.add_argument("--cap", type=int, default=0, metavar="PROGRAMS")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     device = "cpu" if args.smoke else "cuda"
@@ -152,14 +105,15 @@ def main(argv=None):
     res = []
     for row, kv in rows:
         got = study_row(generated, row, kv, device, args.smoke, 1 if args.smoke else args.reps,
-                        None if args.cap is None else args.cap * 1024)
+                        args.cap)
         us = got["us"]
         print(f"{'/'.join(map(str, row))} {kv}: " + "  ".join(f"{k} {v:.2f}"
                                                           for k, v in us.items())
               + f"  plain/dependent {us['plain'] / us['dependent']:.3f}"
               + "".join(f"  {k} DIFFERS" for k, ok in got["same_bits"].items() if not ok),
               flush=True)
-        res.append({"row": list(row), "kv": kv, **got})
+        res.append({"row": list(row), "kv": kv, **got,
+                    **({"cap_per_sm": args.cap} if args.cap else {})})
         with open(os.path.join(args.out, "step_study.json"), "w") as f:
             json.dump({"env": common.env_info(args.smoke), "rows": res}, f, indent=1)
         common.free_memory()

@@ -272,14 +272,16 @@ class GpuDevice:
         launch = {"variant": variant, **params}
         if "step" in case:  # attn_step_case
             s, Q = case["step"], case["decode_query_len"]
-            # timed as the indexer's programmatic dependent, whatever the step's table says
-            # (tools/step_study.py decides that): one way for every run of "step 8k"
+            # timed as the indexer's programmatic dependent with as many programs per SM as
+            # fit, whatever the step's table says (tools/step_study.py decides that): one way
+            # for every run of "step 8k"
             return lambda: self._step(
                 launch, s["idx_q"], s["index_kv_cache"], s["index_block_table"], case["q"],
                 case["kv"], case["block_table"], case["seq_lens"], s["max_seq_len"], s["topk"],
                 0, 1, case["num_kv_heads"], Q, Q, case["sm_scale"], case["output"],
                 topk_out=s["topk_out"], completion_counter=s["completion_counter"],
-                k_scale=case.get("k_scale"), v_scale=case.get("v_scale"), attention_pdl=True)
+                k_scale=case.get("k_scale"), v_scale=case.get("v_scale"), attention_pdl=True,
+                attention_per_sm=0)
         args = {k: v for k, v in case.items() if k != "mode"}
         return lambda: self._attn(launch, case["mode"], **args)
 
