@@ -223,12 +223,12 @@ PREFILL_RULES = [*declared_prefill_rules(PORTABLE),
 # sparse_decode_step on sm_90: the attention, the indexer's programmatic dependent, has its
 # programs placed while the indexer's last ones still run; at 129-256 programs a launch that
 # lets three of them share an SM (72 KiB of shared memory and at most 168 registers each: bf16,
-# fp16 and unscaled fp8 caches) then ran up to 6 % slower than launched plainly after the
-# indexer, on every row measured (tools/step_study.py, docs/results/
-# 2026-12-04_h200_step_pdl_*.json). Capped at two per SM it is faster than both, on every row
-# measured on two H200s or more (0.3-7.1 µs under the faster of the two), for these inputs with
-# the launches they had then (a test holds the table to them: a re-tune that changes them needs
-# the study again). Scaled fp8 caches hold at most two by registers (201-213) and are left
+# fp16 and unscaled fp8 caches) then ran up to 6.1 % slower than launched plainly after the
+# indexer, at 77 of 78 rows measured, the other a tie (tools/step_study.py, docs/results/
+# 2026-12-04_h200_step_pdl_*.json). Capped at two per SM it was faster than both at every row
+# measured, each input on two H200s or more (0.3-7.1 µs under the faster of the two), with the
+# launches these inputs had then (tests hold the table to those results and launches: a
+# re-tune that changes them needs the study again). Scaled fp8 caches hold at most two by registers (201-213) and are left
 # uncapped, as are 1-128 programs (at 128 the cap was 3 µs slower on one of two H200s) and
 # 257-1024 (a 512-program fp8 launch 11 % slower capped), other inputs and other targets.
 STEP_CAPPED = {"sm_90": (between(129, 256), 2, tuple(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import generated
 from generated import _runtime as _rt
@@ -336,6 +338,43 @@ def test_gpu_plans_under_graphs_and_two_streams():
     torch.cuda.synchronize()
     for o, c in outs:
         assert torch.equal(o, eager) and int(c.abs().sum()) == 0
+
+
+@triton.jit
+def _add_one(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+
+
+@gpu
+def test_gpu_a_launch_capped_per_sm_asks_for_the_shared_memory_and_never_lowers_the_limit(
+        monkeypatch):
+    """KernelLaunch(per_sm=n) launches with `residency_shared` (n) of dynamic shared memory,
+    here for a kernel using none of its own: launches capped at 1, 2, then 1 again and uncapped,
+    of one compiled kernel, all run (raising its limit for one never lowers it for another).
+    With a launch hook installed a capped plan launches uncapped (the JIT path), keeping nothing
+    from that call: once the hook is gone it launches capped."""
+    x = torch.zeros(4096, device="cuda")
+    index = torch.cuda.current_device()
+    capped = {n: _rt.KernelLaunch(_add_one, (16,), {"num_warps": 4}, per_sm=n) for n in (1, 2)}
+    plain = _rt.KernelLaunch(_add_one, (16,), {"num_warps": 4})
+    for n in (1, 2, 1, 0, 2):
+        (capped[n] if n else plain)(x, 4096, 256)
+    torch.cuda.synchronize()
+    assert torch.equal(x, torch.full_like(x, 5))
+    for n, launch in capped.items():
+        assert launch.metadata[2] == _rt.residency_shared(index, n) > 0, n
+        assert launch.compiled is plain.compiled
+    assert plain.metadata[2] == plain.compiled.metadata.shared
+    hooked = _rt.KernelLaunch(_add_one, (16,), {"num_warps": 4}, per_sm=2)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", lambda *args: None)
+    hooked(x, 4096, 256)
+    assert hooked.compiled is None
+    monkeypatch.undo()
+    hooked(x, 4096, 256)
+    torch.cuda.synchronize()
+    assert hooked.metadata[2] == _rt.residency_shared(index, 2)
+    assert torch.equal(x, torch.full_like(x, 7))
 
 
 @gpu
