@@ -435,6 +435,152 @@ def test_ids_outside_the_table_or_past_the_row_are_skipped():
     check(run_decode(case), ref)
 
 
+def _poison_unseen_slots(kv, table, lens, values):
+    """Each request's last page (5-D cache): its V rows from slot seq_len % 128 on set to
+    ``values`` (cycled: NaN, ±inf). Those keys are no row's (key < seq_len), so no result may
+    change; fp8 e4m3 has no inf: its NaN byte stands in."""
+    kv = kv.clone()
+    for r, n in enumerate(lens.tolist()):
+        page, first = int(table[r, (n - 1) // BLOCK]), n % BLOCK
+        for slot in range(first, BLOCK if first else 0):
+            kv[page, 1, slot] = values[slot % len(values)]
+    return kv
+
+
+@pytest.mark.parametrize("kv_dtype,q_dtype,scales,launch", [
+    (torch.bfloat16, torch.bfloat16, "none", None),
+    (torch.bfloat16, torch.bfloat16, "none", dict(splits=1, num_warps=4, num_stages=2)),
+    (torch.float8_e4m3fn, torch.bfloat16, "none", dict(splits=4, num_warps=4, num_stages=2)),
+    (torch.float8_e5m2, torch.float16, "per_token", dict(splits=1, num_warps=4, num_stages=2)),
+    (torch.float8_e4m3fn, torch.float16, "per_token", dict(splits=16, num_warps=4,
+                                                            num_stages=2)),
+    (torch.float8_e4m3fn, torch.float32, "per_token", None),
+])
+def test_v_rows_and_scales_past_seq_len_are_never_used(kv_dtype, q_dtype, scales, launch):
+    """Cache slots past seq_len may hold any bits (pages are reused): NaN or infinite V rows
+    and per-token V scales there leave the decode output's bits as they are (0 · NaN would be
+    NaN), with V read as it is, as fp8 pairs, by one split or many, scales ranged per split
+    or per tile."""
+    case, _ = decode_case([200, 90], Q=2, Hkv=2, G=4, topk=3, kv_dtype=kv_dtype,
+                          q_dtype=q_dtype, seed=41)
+    kw = scale_args(case, scales, 42)
+    out_dtype = torch.float32 if q_dtype == torch.float32 else torch.bfloat16
+
+    def run(case, kw):
+        out = torch.full(case["q"].shape, float("nan"), dtype=out_dtype, device=DEVICE)
+        if launch is None:
+            return generated.sparse_attn_decode(**case, output=out, **kw)
+        return sa.sparse_attn_with_launch(launch, "decode", **case, output=out, **kw)
+
+    want = run(case, kw).clone()
+    assert bool(torch.isfinite(want).all())
+    bad = dict(case, kv=_poison_unseen_slots(case["kv"], case["block_table"], case["seq_lens"],
+                                             [float("nan"), float("inf"), -float("inf")]))
+    if scales == "per_token":
+        v_scale = kw["v_scale"].clone().view(2, -1, BLOCK)
+        for r, n in enumerate(case["seq_lens"].tolist()):
+            page = int(case["block_table"][r, (n - 1) // BLOCK])
+            v_scale[:, page, n % BLOCK:] = torch.tensor([float("nan"), 1e30, float("inf")]
+                                                        ).repeat(BLOCK)[:BLOCK - n % BLOCK]
+        kw = dict(kw, v_scale=v_scale.view(2, -1))
+    assert torch.equal(run(bad, kw), want)
+
+
+@pytest.mark.parametrize("sorted_union", [True, False])
+def test_query_tiles_never_use_v_rows_past_seq_len(sorted_union):
+    """The query-tiled kernel as the split kernel above: NaN and infinite V rows past each
+    request's seq_len leave its bits as they are (its lanes share V rows; a key some lane sees
+    is used, one none sees never is)."""
+    g = torch.Generator().manual_seed(43)
+    Hkv, G, D, W, topk = 1, 4, 64, 3, 3
+    prefix, qlen = [180, 40], [9, 6]
+    cu = torch.tensor([0, 9, 15], dtype=torch.int32)
+    pre = torch.tensor(prefix, dtype=torch.int32)
+    lens = torch.tensor([p + n for p, n in zip(prefix, qlen)], dtype=torch.int32)
+    pages = 2 * W + 1
+    kv = make_cache(pages, Hkv, D, "5d", torch.bfloat16, g)
+    table = torch.randperm(pages, generator=g)[:2 * W].view(2, W).to(torch.int32)
+    pos = prefill_positions(cu, pre, lens, 15, max(qlen))
+    ids = block_lists(pos, Hkv, topk, W, g)
+    q = torch.randn((15, Hkv * G, D), generator=g).bfloat16()
+    launch = dict(variant="sparse_attn_tiled", lanes=16, sorted_union=sorted_union,
+                  num_warps=4, num_stages=2)
+
+    def run(kv):
+        args = [t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)]
+        out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=DEVICE)
+        return sa.sparse_attn_with_launch(launch, "prefill", *args, max(qlen), Hkv, D ** -0.5,
+                                          out)
+
+    want = run(kv).clone()
+    assert bool(torch.isfinite(want).all())
+    assert torch.equal(run(_poison_unseen_slots(kv, table, lens, [float("nan"), float("inf")])),
+                       want)
+
+
+def test_block_ids_whose_keys_pass_int32_are_skipped():
+    """A block id ≥ 2^24 (a table that wide) starts past every int32 position: it adds no key
+    (its first key computed without wrapping)."""
+    case, _ = decode_case([100], Q=1, Hkv=1, G=4, topk=2, seed=44)
+    W = (1 << 24) + 2
+    table = torch.zeros((1, W), dtype=torch.int32, device=DEVICE)
+    table[0, 0], table[0, W - 1] = case["block_table"][0, 0], 1
+    case["block_table"] = table
+    outs = []
+    for listed in ([0, W - 1], [0, -1]):
+        case["topk_idx"] = torch.tensor([[listed]], dtype=torch.int32, device=DEVICE)
+        outs.append(run_decode(case).clone())
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_prefill_rows_of_extreme_cu_seqlens_are_zero():
+    """cu_seqlens_q[0] = −2^31: a row's offset in its request (row − cu[r]) is taken in int64,
+    so rows 0 and 1 lie 2^31 into the request, past max_query_len: zeros (in int32 they would
+    wrap to a small position and attend)."""
+    g = torch.Generator().manual_seed(45)
+    kv = make_cache(3, 1, 64, "5d", torch.bfloat16, g)
+    q = torch.randn((2, 16, 64), generator=g).bfloat16()
+    args = [t.to(DEVICE) for t in (
+        q, kv, torch.tensor([[[0, 1, 2]] * 2], dtype=torch.int32),
+        torch.tensor([[0, 1, 2]], dtype=torch.int32),
+        torch.tensor([-2 ** 31, 2], dtype=torch.int32), torch.tensor([300], dtype=torch.int32),
+        torch.tensor([2 ** 31 - 1], dtype=torch.int32))]
+    out = torch.full((2, 16, 64), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    generated.sparse_attn_prefill(*args, 2, 1, 0.125, out)
+    assert bool((out == 0).all())
+
+
+def _virtual(elements, dtype):
+    """A tensor of that many elements, never written (its pages are not committed), or a skip
+    where the host refuses the address space."""
+    try:
+        return torch.empty(elements, dtype=dtype, device=DEVICE)
+    except (RuntimeError, MemoryError):
+        pytest.skip(f"no {elements}-element allocation on this host")
+
+
+def test_strides_past_int32_address_right_or_are_refused():
+    """Element offsets of q (head stride · heads past 2^31) are taken in int64: the call gives
+    the contiguous call's bits. A cache whose strides put one page's keys of a KV head more than
+    2^31 − 1 elements apart (the kernels address within a page in int32) is refused naming kv."""
+    case, _ = decode_case([150], Q=1, Hkv=1, G=16, topk=2, seed=46)
+    want = run_decode(case).clone()
+    S = (1 << 28) + 16  # 15 · S > 2^31
+    storage = _virtual(15 * S + 64, torch.bfloat16)
+    q = storage.as_strided((1, 16, 64), (64, S, 1))
+    for h in range(16):
+        q[0, h] = case["q"][0, h]
+    assert torch.equal(run_decode(dict(case, q=q)), want)
+    del q, storage
+    kt = 17_000_000  # 127 · kt > 2^31
+    storage = _virtual(127 * kt + 256, torch.float8_e4m3fn)
+    kv = storage.as_strided((1, 1, BLOCK, 128), (0, 0, kt, 1))
+    with pytest.raises(ValueError, match="kv"):
+        generated.sparse_attn_decode(case["q"], kv, case["topk_idx"], case["block_table"][:, :1],
+                                     case["seq_lens"], 1, 0.125,
+                                     torch.zeros_like(case["q"]), 1)
+
+
 def test_prefill_rows_match_float64_and_rows_of_no_request_are_zero():
     g = torch.Generator().manual_seed(13)
     # (rows with only a few keys carry large probabilities, whose 16-bit rounding in the P·V
@@ -1145,6 +1291,23 @@ def test_decode_step_rejections_name_the_argument():
         with pytest.raises((ValueError, TypeError), match=match):
             generated.sparse_decode_step(*args[:pos], bad, *args[pos + 1:])
     assert len(sparse_attention._STEP_PLANS) == before
+
+
+def test_decode_step_refuses_buffers_it_writes_over_what_it_reads():
+    """The indexer's ids (topk_out) and completion counter are written by the step: sharing
+    memory with the attention's block table, q or kv (which the attention may read before
+    the indexer ends) or with each other is refused naming the written one."""
+    args, rows, topk = _small_step_args(47)
+    table, q = args[5], args[3]
+    buf = torch.zeros(64, dtype=torch.int32, device=DEVICE)
+    buf[:table.numel()] = table.flatten()
+    shared = buf[:table.numel()].view(table.shape)
+    args = args[:5] + [shared] + args[6:]
+    with pytest.raises(ValueError, match="topk_out"):
+        generated.sparse_decode_step(*args, topk_out=buf[2:2 + rows * topk].view(1, rows, topk))
+    q_ids = q.view(torch.int32).flatten()[:rows * topk].view(1, rows, topk)
+    with pytest.raises(ValueError, match="topk_out"):
+        generated.sparse_decode_step(*args, topk_out=q_ids)
 
 
 def test_decode_pdl_switch_is_a_checked_bool():

@@ -101,9 +101,10 @@ VARIANTS = {
     # no K/V memory traffic (zeros of the tile's shape instead of the cache)
     "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
                "    k = tl.zeros_like(kv_offs).to(q.dtype)\n", 1),
-              ("            v = tl.load(base + v_off + v_offs)\n",
-               "            v = tl.zeros_like(v_offs).to(q.dtype)\n"),  # (both branches)
-              ("            w = tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + v_offs)\n",
+              ("        return tl.load(base + v_off + v_offs, mask=key_seen[:, None], other=0.0)\n",
+               "        return tl.zeros_like(v_offs).to(base.dtype.element_ty)\n", 1),
+              ("            w = tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + v_offs,\n"
+               "                        mask=key_seen[:, None], other=0)\n",
                "            w = tl.zeros_like(v_offs).to(tl.int16)\n", 1)],
     # one grid axis with the splits fastest (a row's splits start together; a correct
     # kernel: compare times). −0.24 to +1.07 µs against base on 2026-12-01 (GPU-83c98272)
@@ -129,7 +130,7 @@ VARIANTS = {
                     "    p = tl.where(s == float(\"-inf\"), 0.0, s)\n", 1)],
     # the ids not read: every row lists blocks 0..topk-1 (no first dependent load; timing
     # only: the output is wrong)
-    "no_ids": [("    ids = tl.load(ids_ptr + k_i * stride_ik, mask=k_i < topk, other=-1)\n",
+    "no_ids": [("    ids = tl.load(ids_ptr + k_i.to(tl.int64) * stride_ik, mask=k_i < topk, other=-1)\n",
                 "    ids = tl.where(k_i < topk, k_i, -1)\n", 1)],
     # each step's block and page not picked out of the row's list (a reduction over the list
     # per step, in warp shuffles, before the step's addresses exist) but made up from the
@@ -310,7 +311,7 @@ VARIANTS["pt_no_range"] = [
 VARIANTS["pt_no_loads"] = [
     ("        s = s * tl.load(k_scale_ptr + scale_head_off + slot)[None, :]\n",
      "        s = s * tl.full(slot.shape, 1.0, tl.float32)[None, :]\n", 1),
-    ("            v_scale = tl.load(v_scale_ptr + scale_head_off + slot)\n",
+    ("            v_scale = tl.load(v_scale_ptr + scale_head_off + slot, mask=key_seen, other=0.0)\n",
      "            v_scale = tl.full(slot.shape, 1.0, tl.float32)\n", 1)]
 
 # Per-token V scales brought into fp16's range by each tile's own at every launch, as the
@@ -533,12 +534,12 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
 
 
 @triton.jit
-def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr, v_scalar,
-                 scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
+def _fold_scores(q, m_i, l_i, acc, s, key_seen, base, kv_offs, slot, v_off, v_scale_ptr,
+                 v_scalar, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
                  DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
                  V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr):
     # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range,
-    # no V pairs)
+    # no V pairs); the V rows and scales of keys no lane sees not read, as the kernel's
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = tl.exp2((m_i - shift) * _LOG2E)
@@ -547,8 +548,9 @@ def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr, v
     if SCALES == "scalar":
         p = p * v_scalar
     elif SCALES == "per_token":
-        p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None]
-    v = tl.load(base + v_off + kv_offs).to(q.dtype)
+        p = p * tl.load(v_scale_ptr + scale_head_off + slot, mask=key_seen,
+                        other=0.0)[:, None]
+    v = tl.load(base + v_off + kv_offs, mask=key_seen[:, None], other=0.0).to(q.dtype)
     if DOT == "tf32x3":
         pv = tl.dot(tl.trans(v), p, input_precision="tf32x3")
     else:
@@ -615,8 +617,9 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
     if SCALES == "scalar":
         p = p * v_scalar
     elif SCALES == "per_token":
-        p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None, :]
-    v = tl.load(base + v_off + kv_offs).to(q.dtype)
+        p = p * tl.load(v_scale_ptr + scale_head_off + slot, mask=visible,
+                        other=0.0)[:, None, :]
+    v = tl.load(base + v_off + kv_offs, mask=visible[:, :, None], other=0.0).to(q.dtype)
     if DOT == "tf32x3":
         pv = tl.dot(p, v, input_precision="tf32x3")
     else:
@@ -889,8 +892,8 @@ def packed_table(ids, table, Q):
 # way while the duplicate check, the masks and the ranks are computed (a miss only costs the
 # prefetched bytes; the same bits).
 VARIANTS["first_prefetch"] = [
-    ("    ids = tl.load(ids_ptr + k_i * stride_ik, mask=k_i < topk, other=-1)\n",
-     "    ids = tl.load(ids_ptr + k_i * stride_ik, mask=k_i < topk, other=-1)\n"
+    ("    ids = tl.load(ids_ptr + k_i.to(tl.int64) * stride_ik, mask=k_i < topk, other=-1)\n",
+     "    ids = tl.load(ids_ptr + k_i.to(tl.int64) * stride_ik, mask=k_i < topk, other=-1)\n"
      "    TILES0: tl.constexpr = _BLOCK // BLOCK_N\n"
      "    e0 = split * tl.cdiv(topk * TILES0, SPLITS)\n"
      "    ent0 = e0 // TILES0\n"
