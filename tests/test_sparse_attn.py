@@ -455,12 +455,16 @@ def _poison_unseen_slots(kv, table, lens, values):
     (torch.float8_e4m3fn, torch.float16, "per_token", dict(splits=16, num_warps=4,
                                                             num_stages=2)),
     (torch.float8_e4m3fn, torch.float32, "per_token", None),
+    (torch.bfloat16, torch.bfloat16, "none", dict(splits=2, kv_tile=64, tma=True, num_warps=4,
+                                                  num_stages=2)),
+    (torch.float8_e5m2, torch.bfloat16, "scalar", dict(splits=4, kv_tile=32, num_warps=4,
+                                                       num_stages=2)),
 ])
 def test_v_rows_and_scales_past_seq_len_are_never_used(kv_dtype, q_dtype, scales, launch):
     """Cache slots past seq_len may hold any bits (pages are reused): NaN or infinite V rows
     and per-token V scales there leave the decode output's bits as they are (0 · NaN would be
-    NaN), with V read as it is, as fp8 pairs, by one split or many, scales ranged per split
-    or per tile."""
+    NaN), with V read as it is, as fp8 pairs or through the tensor memory accelerator, by
+    whole blocks or smaller tiles, one split or many, scales ranged per split or per tile."""
     case, _ = decode_case([200, 90], Q=2, Hkv=2, G=4, topk=3, kv_dtype=kv_dtype,
                           q_dtype=q_dtype, seed=41)
     kw = scale_args(case, scales, 42)
@@ -486,8 +490,8 @@ def test_v_rows_and_scales_past_seq_len_are_never_used(kv_dtype, q_dtype, scales
     assert torch.equal(run(bad, kw), want)
 
 
-@pytest.mark.parametrize("sorted_union", [True, False])
-def test_query_tiles_never_use_v_rows_past_seq_len(sorted_union):
+@pytest.mark.parametrize("sorted_union,tma", [(True, False), (False, False), (True, True)])
+def test_query_tiles_never_use_v_rows_past_seq_len(sorted_union, tma):
     """The query-tiled kernel as the split kernel above: NaN and infinite V rows past each
     request's seq_len leave its bits as they are (its lanes share V rows; a key some lane sees
     is used, one none sees never is)."""
@@ -503,7 +507,7 @@ def test_query_tiles_never_use_v_rows_past_seq_len(sorted_union):
     pos = prefill_positions(cu, pre, lens, 15, max(qlen))
     ids = block_lists(pos, Hkv, topk, W, g)
     q = torch.randn((15, Hkv * G, D), generator=g).bfloat16()
-    launch = dict(variant="sparse_attn_tiled", lanes=16, sorted_union=sorted_union,
+    launch = dict(variant="sparse_attn_tiled", lanes=16, sorted_union=sorted_union, tma=tma,
                   num_warps=4, num_stages=2)
 
     def run(kv):

@@ -101,10 +101,10 @@ VARIANTS = {
     # no K/V memory traffic (zeros of the tile's shape instead of the cache)
     "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
                "    k = tl.zeros_like(kv_offs).to(q.dtype)\n", 1),
-              ("        return tl.load(base + v_off + v_offs)\n",
-               "        return tl.zeros_like(v_offs).to(base.dtype.element_ty)\n", 1),
-              ("        return tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + v_offs)\n",
-               "        return tl.zeros_like(v_offs).to(tl.int16)\n", 1)],
+              ("            v = tl.load(base + v_off + v_offs)\n",
+               "            v = tl.zeros_like(v_offs).to(q.dtype)\n"),  # (both branches)
+              ("            w = tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + v_offs)\n",
+               "            w = tl.zeros_like(v_offs).to(tl.int16)\n", 1)],
     # one grid axis with the splits fastest (a row's splits start together; a correct
     # kernel: compare times). −0.24 to +1.07 µs against base on 2026-12-01 (GPU-83c98272)
     "splits_first": [("    pair = tl.program_id(0) // HS\n",
@@ -310,7 +310,7 @@ VARIANTS["pt_no_range"] = [
 VARIANTS["pt_no_loads"] = [
     ("        s = s * tl.load(k_scale_ptr + scale_head_off + slot)[None, :]\n",
      "        s = s * tl.full(slot.shape, 1.0, tl.float32)[None, :]\n", 1),
-    ("            v_scale = tl.load(v_scale_ptr + scale_head_off + slot, mask=key_seen, other=0.0)\n",
+    ("            v_scale = tl.load(v_scale_ptr + scale_head_off + slot)\n",
      "            v_scale = tl.full(slot.shape, 1.0, tl.float32)\n", 1)]
 
 # Per-token V scales brought into fp16's range by each tile's own at every launch, as the
@@ -411,7 +411,7 @@ VARIANTS["scales_per_step"] = [
     ("            back = v_scalar * _P16_BACK\n",
      "            back = _P16_BACK\n            if SCALES == \"scalar\":\n"
      "                back = tl.load(v_scale_ptr) * _P16_BACK\n", 1),
-    ("        p = p * v_scalar\n", "        p = p * tl.load(v_scale_ptr)\n", 1)]
+    ("            p = p * v_scalar\n", "            p = p * tl.load(v_scale_ptr)\n", 1)]
 
 # the split's partials to global memory and the last arrival's merge
 CLUSTER_OLD_PARTIALS = _source_block("        # Partials in one fp32 buffer",
@@ -533,12 +533,12 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
 
 
 @triton.jit
-def _fold_scores(q, m_i, l_i, acc, s, key_seen, partial, base, kv_offs, slot, v_off,
-                 v_scale_ptr, v_scalar, scale_head_off, kv_desc, kv_head, page, t0,
-                 SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr,
-                 FP8_PTX: tl.constexpr, V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr):
+def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr, v_scalar,
+                 scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
+                 DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
+                 V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr):
     # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range,
-    # no V pairs); the V rows and scales of keys no lane sees not read, as the kernel's
+    # no V pairs)
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = tl.exp2((m_i - shift) * _LOG2E)
@@ -547,11 +547,8 @@ def _fold_scores(q, m_i, l_i, acc, s, key_seen, partial, base, kv_offs, slot, v_
     if SCALES == "scalar":
         p = p * v_scalar
     elif SCALES == "per_token":
-        p = p * tl.load(v_scale_ptr + scale_head_off + slot, mask=key_seen,
-                        other=0.0)[:, None]
+        p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None]
     v = tl.load(base + v_off + kv_offs).to(q.dtype)
-    if partial:  # (the kernel's: V rows of keys no lane sees as zeros)
-        v = tl.where(key_seen[:, None], v, 0.0)
     if DOT == "tf32x3":
         pv = tl.dot(tl.trans(v), p, input_precision="tf32x3")
     else:
@@ -562,10 +559,10 @@ def _fold_scores(q, m_i, l_i, acc, s, key_seen, partial, base, kv_offs, slot, v_
 
 """
 VARIANTS["keys_rows"] = [
-    (_source_block("def _key_scores(", "    return m_new, l_i, acc_next") + "\n\n",
+    (_source_block("def _key_scores(", "    return m_new, l_i, acc") + "\n\n",
      KEYS_ROWS_FUNCTIONS.split("@triton.jit\n", 1)[1]),
-    ("    s = tl.where(visible[None, :], s, float(\"-inf\"))\n    # (the row's last",
-     "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    # (the row's last"),
+    ("    s = tl.where(visible[None, :], s, float(\"-inf\"))\n    v_offs",
+     "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    v_offs"),
     ("    acc = _output_zeros(GP, D, V_PAIRS)\n    ids_ptr",
      "    acc = tl.zeros([D, GP], tl.float32)\n    q = tl.trans(q)\n    ids_ptr"),
     (LOOP_END + "    o = _output_joined(acc, V_PAIRS) * _output_unit(q_ptr, kv_ptr, SCALES) / tl.where(\n"
@@ -618,9 +615,8 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
     if SCALES == "scalar":
         p = p * v_scalar
     elif SCALES == "per_token":
-        p = p * tl.load(v_scale_ptr + scale_head_off + slot, mask=visible,
-                        other=0.0)[:, None, :]
-    v = tl.load(base + v_off + kv_offs, mask=visible[:, :, None], other=0.0).to(q.dtype)
+        p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None, :]
+    v = tl.load(base + v_off + kv_offs).to(q.dtype)
     if DOT == "tf32x3":
         pv = tl.dot(p, v, input_precision="tf32x3")
     else:
