@@ -302,8 +302,8 @@ VARIANTS["p16_acc"] = [(") * back,\n", "),\n"), (") * back)\n", "))\n"),
 VARIANTS["pt_no_range"] = [
     ("    RANGE_ONCE: tl.constexpr = TOPK_P * TILES > SPLITS\n",
      "    RANGE_ONCE: tl.constexpr = False\n", 1),
-    ("                into, back = _fp16_range(tl.max(tl.abs(v_scale), axis=0))\n",
-     "                into, back = 1.0, 1.0\n", 1)]
+    ("                into, back = _fp16_range(tl.max(tl.where(seen, tl.abs(v_scale), 0.0), "
+     "axis=0))\n", "                into, back = 1.0, 1.0\n", 1)]
 
 # Per-token scales not read: every scale 1 (timing only: what reading them costs beside
 # applying them)
