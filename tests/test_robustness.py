@@ -529,6 +529,55 @@ def test_buffers_sharing_memory_are_refused_by_name():
                                   "completion_counter": lens[:T + 1].view(1, T + 1)})
 
 
+def test_outputs_over_the_inputs_the_kernels_read_are_refused():
+    """index_decode's ids or counter over idx_q or the index cache, index_prefill's ids over
+    cu_seqlens_q / prefix_lens / the table, index_prefill_topk's over its scores: a later
+    program would read what an earlier one wrote (the ids silently wrong). Refused naming the
+    written argument."""
+    base = _decode_case(1, 0, False)
+    T = len(LENS) * Q
+    cache = base["index_kv_cache"]
+    over_cache = cache.view(-1).view(torch.int32)[:T * TOPK].view(1, T, TOPK)
+    with pytest.raises(ValueError, match="^out: shares memory with index_kv_cache"):
+        generated.index_decode(**{**base, "out": over_cache})
+    q = base["idx_q"]
+    over_q = q.view(-1).view(torch.int32)[:T + 1].view(1, T + 1)
+    with pytest.raises(ValueError, match="^completion_counter: shares memory with idx_q"):
+        generated.index_decode(**{**base, "completion_counter": over_q})
+
+    g = torch.Generator().manual_seed(5)
+    H, D, topk, P = 2, 16, 3, 1000
+    idx_cache = torch.randn((16, 128, D), generator=g).bfloat16().to(DEVICE)
+    idx_q = torch.randn((2, H, D), generator=g).bfloat16().to(DEVICE)
+    buf = torch.zeros(32, dtype=torch.int32, device=DEVICE)
+    table, cu, pre, lens = buf[16:32].view(2, 8), buf[0:3], buf[3:5], buf[5:7]
+    table.copy_(torch.arange(16).view(2, 8))
+    cu.copy_(torch.tensor([0, 1, 2]))
+    pre.fill_(P)
+    lens.fill_(P + 1)
+    args = (idx_q, idx_cache, table, cu, lens, pre, 1, P + 1, H, topk, 0, 0)
+    want = generated.index_prefill(*args).clone()
+    with pytest.raises(ValueError, match="^out: shares memory with cu_seqlens_q"):
+        generated.index_prefill(*args, out=buf[0:12].view(2, 2, 3))
+    assert torch.equal(generated.index_prefill(*args), want)  # nothing was written
+    score = torch.randn((H, 2, 16), generator=g).to(DEVICE)
+    with pytest.raises(ValueError, match="^out: shares memory with score"):
+        generated.index_prefill_topk(score, cu, pre, 1, topk, 0, 0,
+                                     out=score.view(torch.int32)[:, :, :topk])
+
+
+def test_table_builder_refuses_widths_whose_keys_pass_int32():
+    """An attention table of 2^24 columns or more holds keys past int32 positions (its
+    width · 128 would wrap and clamp every request to nothing): refused naming it."""
+    ids = torch.zeros((1, 1, 1), dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor([100], dtype=torch.int32, device=DEVICE)
+    wide = torch.zeros((1, (1 << 24) + 1), dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="^attention_block_table"):
+        generated.build_sparse_block_table_decode(ids, wide, lens)
+    table, ctx = generated.build_sparse_block_table_decode(ids, wide[:, :(1 << 24) - 1], lens)
+    assert int(ctx[0]) == 100
+
+
 def test_sharing_is_checked_again_when_the_addresses_change_under_one_plan():
     """The same plan key (shapes, strides, alignment) with the counter moved over ``out``:
     refused, although the last call's addresses passed; the separate buffers pass again."""

@@ -229,7 +229,7 @@ def study_row(pi, args, score, sel_args, out, H, smoke, reps):
         if bk * rows > 4096:
             continue
         launch = dict(block_k=bk, block_rows=rows, num_warps=warps, num_stages=None)
-        _, run = pi._plan_topk(score, *sel_args, out, None, launch=launch)
+        _, run, _ = pi._plan_topk(score, *sel_args, out, None, launch=launch)
         cands["topk"].append({**launch, "us": _time(
             lambda run=run: run(score, sel_args[0], sel_args[1], out), smoke, reps)})
     for name, rows in cands.items():
