@@ -1,10 +1,21 @@
-"""Random decode-indexer inputs shared by the selector and single-launch tests."""
+"""Random decode-indexer inputs shared by the selector and single-launch tests, and tensors
+over address space never written (for strides past int32)."""
+import pytest
 import torch
 
 from reference_topk import cdiv
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 ATTN_PAGE_BASE = 100000  # attention-table page ids, disjoint from the index table's
+
+
+def virtual_tensor(elements, dtype):
+    """A tensor of that many elements, never written (its pages are not committed), or a skip
+    where the host refuses the address space."""
+    try:
+        return torch.empty(elements, dtype=dtype, device=DEVICE)
+    except (RuntimeError, MemoryError):
+        pytest.skip(f"no {elements}-element allocation on this host")
 
 
 def make_decode_inputs(H, Q, lens, D=16, seed=0, extra_tokens=5, dtype=torch.bfloat16,

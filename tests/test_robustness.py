@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import generated
-from decode_inputs import DEVICE, make_decode_inputs
+from decode_inputs import DEVICE, make_decode_inputs, virtual_tensor
 from reference_index import ref_decode_scores
 from reference_topk import reference_sparse_table
 
@@ -566,15 +566,6 @@ def test_outputs_over_the_inputs_the_kernels_read_are_refused():
                                      out=score.view(torch.int32)[:, :, :topk])
 
 
-def _virtual(elements, dtype):
-    """A tensor of that many elements, never written (its pages are not committed), or a skip
-    where the host refuses the address space."""
-    try:
-        return torch.empty(elements, dtype=dtype, device=DEVICE)
-    except (RuntimeError, MemoryError):
-        pytest.skip(f"no {elements}-element allocation on this host")
-
-
 def test_indexer_offsets_past_int32_are_refused_by_name():
     """The indexers take offsets within a cache page, along idx_q's d, between requests'
     lengths and within ``out`` in int32: views whose strides put such elements 2^31 apart or
@@ -588,12 +579,12 @@ def test_indexer_offsets_past_int32_are_refused_by_name():
     lens = torch.tensor([128], dtype=torch.int32, device=DEVICE)
     want = generated.index_decode_scores(q, cache, table, lens, 128, 0, 0, 1, 1)[..., :1]
     S = (1 << 31) // 127 + 16
-    wide = _virtual(127 * S + D, fp8).as_strided((1, 128, D), (D, S, 1))
+    wide = virtual_tensor(127 * S + D, fp8).as_strided((1, 128, D), (D, S, 1))
     with pytest.raises(ValueError, match="^index_kv_cache"):
         generated.index_decode_scores(q, wide, table, lens, 128, 0, 0, 1, 1)
     del wide
     S = (1 << 31) // 15 + 16
-    wide_q = _virtual(15 * S + 1, fp8).as_strided((1, 1, D), (1, 1, S))
+    wide_q = virtual_tensor(15 * S + 1, fp8).as_strided((1, 1, D), (1, 1, S))
     with pytest.raises(ValueError, match="^idx_q"):
         generated.index_decode_scores(wide_q, cache, table, lens, 128, 0, 0, 1, 1)
     del wide_q
@@ -601,7 +592,7 @@ def test_indexer_offsets_past_int32_are_refused_by_name():
     score = torch.randn((1, 1, 16), generator=g).to(DEVICE)
     cu = torch.tensor([0, 1], dtype=torch.int32, device=DEVICE)
     pre = torch.tensor([1000], dtype=torch.int32, device=DEVICE)
-    out = _virtual(3 * S + 1, torch.int32).as_strided((1, 1, 4), (1, 1, S))
+    out = virtual_tensor(3 * S + 1, torch.int32).as_strided((1, 1, 4), (1, 1, S))
     with pytest.raises(ValueError, match="^out"):
         generated.index_prefill_topk(score, cu, pre, 1, 4, 0, 0, out=out)
     del out

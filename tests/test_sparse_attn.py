@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import generated
-from decode_inputs import DEVICE
+from decode_inputs import DEVICE, virtual_tensor
 from generated import sparse_attention as sa
 from generated import sparse_attn as sk
 from reference_attn import decode_positions, prefill_positions, ref_sparse_attn
@@ -563,15 +563,6 @@ def test_prefill_rows_of_extreme_cu_seqlens_are_zero():
     assert bool((out == 0).all())
 
 
-def _virtual(elements, dtype):
-    """A tensor of that many elements, never written (its pages are not committed), or a skip
-    where the host refuses the address space."""
-    try:
-        return torch.empty(elements, dtype=dtype, device=DEVICE)
-    except (RuntimeError, MemoryError):
-        pytest.skip(f"no {elements}-element allocation on this host")
-
-
 def test_strides_past_int32_address_right_or_are_refused():
     """Element offsets of q (head stride · heads past 2^31) are taken in int64: the call gives
     the contiguous call's bits. A cache whose strides put one page's keys of a KV head more than
@@ -579,14 +570,14 @@ def test_strides_past_int32_address_right_or_are_refused():
     case, _ = decode_case([150], Q=1, Hkv=1, G=16, topk=2, seed=46)
     want = run_decode(case).clone()
     S = (1 << 28) + 16  # 15 · S > 2^31
-    storage = _virtual(15 * S + 64, torch.bfloat16)
+    storage = virtual_tensor(15 * S + 64, torch.bfloat16)
     q = storage.as_strided((1, 16, 64), (64, S, 1))
     for h in range(16):
         q[0, h] = case["q"][0, h]
     assert torch.equal(run_decode(dict(case, q=q)), want)
     del q, storage
     kt = 17_000_000  # 127 · kt > 2^31
-    storage = _virtual(127 * kt + 256, torch.float8_e4m3fn)
+    storage = virtual_tensor(127 * kt + 256, torch.float8_e4m3fn)
     kv = storage.as_strided((1, 1, BLOCK, 128), (0, 0, kt, 1))
     with pytest.raises(ValueError, match="kv"):
         generated.sparse_attn_decode(case["q"], kv, case["topk_idx"], case["block_table"][:, :1],
