@@ -425,3 +425,26 @@ def test_a_decreasing_cu_seqlens_q_takes_each_row_for_one_request_or_none(cu):
             outs.append(out)
         assert torch.equal(outs[0], outs[1]), (launch, outs)
         assert bool((outs[1][:, 2:] == -7).all()) and bool((outs[1][:, :2] >= -1).all())
+
+
+def test_a_request_range_past_int32_keeps_its_rows():
+    """cu_seqlens_q [-1, 2³¹ − 1]: the request's length passes int32 (in int32 it wraps to a
+    negative, empty request); its rows 0..3 (j = 1..4 < max_query_len 5) score and select
+    exactly as with cu [-1, 5], in the scorer, the selector and the streaming kernel alike,
+    and row 4 (j = 5) is left alone by both."""
+    inp = make_inputs([300], [5], seed=41)
+    args = [{**inp, "cu_seqlens_q": torch.tensor([-1, end], dtype=torch.int32, device=DEVICE)}
+            for end in (5, (1 << 31) - 1)]
+    scores = [generated.index_prefill_score(**a)[:, :4, :3] for a in args]
+    ref = ref_prefill_scores(**score_args(args[0]), max_seq_len=inp["max_seq_len"])[:, :4]
+    known = ~torch.isnan(ref)
+    assert bool(known[:, :, 0].all()) and torch.equal(scores[1][known], scores[0][known])
+    for launch in (TWO, stream(16)):
+        outs = []
+        for a in args:
+            out = torch.full((1, 5, 4), -7, dtype=torch.int32, device=DEVICE)
+            pi.index_prefill_with_launch(launch, **a, topk=4, init_blocks=0, local_blocks=1,
+                                         out=out)
+            outs.append(out)
+        assert torch.equal(outs[0], outs[1]), (launch, outs)
+        assert bool((outs[0][:, :4] >= -1).all()) and bool((outs[0][:, 4] == -7).all())
