@@ -436,13 +436,17 @@ def test_ids_outside_the_table_or_past_the_row_are_skipped():
 
 
 def _garbage(dtype):
-    """Values a cache slot past seq_len might hold: NaN and ±inf over a 16-bit cache (the split
-    kernel never reads such a V row), the type's largest finite values over fp8 (the query-
-    tiled kernel and fp8 caches may read it, times its probability 0: docs/KERNELS.md)."""
-    if dtype in (torch.bfloat16, torch.float16):
-        return [float("nan"), float("inf"), -float("inf")]
+    """Values a cache slot past seq_len might hold: NaN, ±inf (fp8 e4m3fn has none: its
+    largest values) and the type's largest finite values."""
     big = float(torch.finfo(dtype).max)
-    return [big, -big]
+    return [float("nan"), float("inf"), -float("inf"), big, -big]
+
+
+def _misaligned(kv):
+    """``kv``'s values in storage one element past a 16-byte boundary: no bulk copies, no
+    16-bit pairs over fp8 (the kernels read V as it is, by pointers)."""
+    flat = torch.empty(kv.numel() + 1, dtype=kv.dtype, device=kv.device)[1:]
+    return flat.view(kv.shape).copy_(kv)
 
 
 def _poison_unseen_slots(kv, table, lens, values):
@@ -458,6 +462,11 @@ def _poison_unseen_slots(kv, table, lens, values):
 
 @pytest.mark.parametrize("kv_dtype,q_dtype,scales,launch", [
     (torch.bfloat16, torch.bfloat16, "none", None),
+    (torch.float8_e4m3fn, torch.bfloat16, "none", dict(splits=2, kv_tile=64, tma=True,
+                                                       num_warps=4, num_stages=2)),
+    (torch.float8_e4m3fn, torch.bfloat16, "misaligned", dict(splits=1, num_warps=4,
+                                                             num_stages=2)),
+    (torch.float8_e5m2, torch.float16, "scalar", None),
     (torch.bfloat16, torch.bfloat16, "none", dict(splits=1, num_warps=4, num_stages=2)),
     (torch.float8_e4m3fn, torch.bfloat16, "none", dict(splits=4, num_warps=4, num_stages=2)),
     (torch.float8_e5m2, torch.float16, "per_token", dict(splits=1, num_warps=4, num_stages=2)),
@@ -470,18 +479,20 @@ def _poison_unseen_slots(kv, table, lens, values):
                                                        num_stages=2)),
 ])
 def test_v_rows_and_scales_past_seq_len_are_never_used(kv_dtype, q_dtype, scales, launch):
-    """Cache slots past seq_len may hold anything (pages are reused): V rows there (NaN or
-    infinite over a 16-bit cache, never read; the largest finite values over fp8) and huge
-    per-token V scales leave the decode output's bits as they are, with V read as it is, as
-    fp8 pairs or through the tensor memory accelerator, by whole blocks or smaller tiles, one
-    split or many, scales ranged per split or per tile (a range over them would take every
-    visible probability to 0)."""
+    """Cache slots past seq_len may hold anything (pages are reused): V rows there (NaN, inf,
+    the largest finite values) and per-token V scales there (NaN, inf, huge) leave the decode
+    output's bits as they are, with V read as it is, as fp8 pairs or through the tensor
+    memory accelerator, by whole blocks or smaller tiles, one split or many, scales ranged
+    per split or per tile (a range over them would take every visible probability to 0)."""
     case, _ = decode_case([200, 90], Q=2, Hkv=2, G=4, topk=3, kv_dtype=kv_dtype,
                           q_dtype=q_dtype, seed=41)
-    kw = scale_args(case, scales, 42)
+    misaligned = scales == "misaligned"
+    kw = scale_args(case, "none" if misaligned else scales, 42)
     out_dtype = torch.float32 if q_dtype == torch.float32 else torch.bfloat16
 
     def run(case, kw):
+        if misaligned:
+            case = dict(case, kv=_misaligned(case["kv"]))
         out = torch.full(case["q"].shape, float("nan"), dtype=out_dtype, device=DEVICE)
         if launch is None:
             return generated.sparse_attn_decode(**case, output=out, **kw)
@@ -495,40 +506,70 @@ def test_v_rows_and_scales_past_seq_len_are_never_used(kv_dtype, q_dtype, scales
         v_scale = kw["v_scale"].clone().view(2, -1, BLOCK)
         for r, n in enumerate(case["seq_lens"].tolist()):
             page = int(case["block_table"][r, (n - 1) // BLOCK])
-            v_scale[:, page, n % BLOCK:] = torch.tensor([1e30, 3e38]
-                                                        ).repeat(BLOCK)[:BLOCK - n % BLOCK]
+            v_scale[:, page, n % BLOCK:] = torch.tensor(
+                [float("nan"), float("inf"), 1e30, 3e38]).repeat(BLOCK)[:BLOCK - n % BLOCK]
         kw = dict(kw, v_scale=v_scale.view(2, -1))
     assert torch.equal(run(bad, kw), want)
 
 
-@pytest.mark.parametrize("sorted_union,tma", [(True, False), (False, False), (True, True)])
-def test_query_tiles_take_finite_v_rows_past_seq_len_times_zero(sorted_union, tma):
-    """The query-tiled kernel reads the V rows of its tiles' whole pages: finite values past
-    each request's seq_len (the largest bf16 ones) leave its bits as they are."""
+@pytest.mark.parametrize("sorted_union,tma,kv_dtype,q_dtype,scales", [
+    (True, False, torch.bfloat16, torch.bfloat16, "none"),
+    (False, False, torch.bfloat16, torch.bfloat16, "none"),
+    (True, True, torch.bfloat16, torch.bfloat16, "none"),
+    (True, True, torch.float8_e4m3fn, torch.bfloat16, "none"),
+    (False, False, torch.float8_e5m2, torch.float16, "per_token"),
+    (True, False, torch.float8_e4m3fn, torch.float16, "per_token"),
+    (True, False, torch.float8_e4m3fn, torch.float32, "per_token"),
+])
+def test_query_tiles_never_use_v_rows_or_scales_past_seq_len(sorted_union, tma, kv_dtype,
+                                                             q_dtype, scales):
+    """The query-tiled kernel: V rows (NaN, inf, the largest finite values) and per-token V
+    scales (NaN, inf, huge) past a request's seq_len leave its bits as they are, with the
+    tile's pages walked sorted or by minima, through the tensor memory accelerator or by
+    pointers, over 16-bit and fp8 caches (a tile ends at the last key its rows see, or its
+    rows past it are zeroed). Requests 0 and 1 share the page of block 0, of which request 1
+    sees 46 keys and request 0 all (a tile of rows of both takes the longer row's last key:
+    checked against float64)."""
     g = torch.Generator().manual_seed(43)
     Hkv, G, D, W, topk = 1, 4, 64, 3, 3
-    prefix, qlen = [180, 40], [9, 6]
-    cu = torch.tensor([0, 9, 15], dtype=torch.int32)
+    prefix, qlen = [180, 40, 100], [9, 6, 5]
+    T = sum(qlen)
+    cu = torch.tensor([0, 9, 15, 20], dtype=torch.int32)
     pre = torch.tensor(prefix, dtype=torch.int32)
     lens = torch.tensor([p + n for p, n in zip(prefix, qlen)], dtype=torch.int32)
-    pages = 2 * W + 1
-    kv = make_cache(pages, Hkv, D, "5d", torch.bfloat16, g)
-    table = torch.randperm(pages, generator=g)[:2 * W].view(2, W).to(torch.int32)
-    pos = prefill_positions(cu, pre, lens, 15, max(qlen))
+    pages = 3 * W + 1
+    kv = make_cache(pages, Hkv, D, "5d", kv_dtype, g)
+    table = torch.randperm(pages, generator=g)[:3 * W].view(3, W).to(torch.int32)
+    table[1, 0] = table[0, 0]
+    pos = prefill_positions(cu, pre, lens, T, max(qlen))
     ids = block_lists(pos, Hkv, topk, W, g)
-    q = torch.randn((15, Hkv * G, D), generator=g).bfloat16()
+    ids[:, 8] = torch.tensor([1, 0, -1], dtype=torch.int32)  # (row 8 shares a tile with 9-11)
+    q = torch.randn((T, Hkv * G, D), generator=g).to(q_dtype)
+    out_dtype = torch.float32 if q_dtype == torch.float32 else torch.bfloat16
+    kw = scale_args(dict(num_kv_heads=Hkv, kv=kv), scales, 44)
     launch = dict(variant="sparse_attn_tiled", lanes=16, sorted_union=sorted_union, tma=tma,
                   num_warps=4, num_stages=2)
 
-    def run(kv):
+    def run(kv, kw):
         args = [t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)]
-        out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device=DEVICE)
+        out = torch.full(q.shape, float("nan"), dtype=out_dtype, device=DEVICE)
         return sa.sparse_attn_with_launch(launch, "prefill", *args, max(qlen), Hkv, D ** -0.5,
-                                          out)
+                                          out, **kw)
 
-    want = run(kv).clone()
-    assert bool(torch.isfinite(want).all())
-    assert torch.equal(run(_poison_unseen_slots(kv, table, lens, [3.0e38, -3.0e38])), want)
+    want = run(kv, kw).clone()
+    ref = ref_sparse_attn(q.to(DEVICE), kv.to(DEVICE), ids.to(DEVICE), table.to(DEVICE), pos,
+                          Hkv, D ** -0.5, **kw)
+    check(want, ref, (1e-3, 1.7e-2))  # rows here see few keys: larger 16-bit P rounding
+    unshared = [0, 2]  # (slots of the shared page past request 1's length are request 0's)
+    bad_kv = _poison_unseen_slots(kv, table[unshared], lens[unshared], _garbage(kv_dtype))
+    if scales == "per_token":
+        v_scale = kw["v_scale"].clone().view(-1, BLOCK)
+        for r in unshared:
+            n = int(lens[r])
+            v_scale[int(table[r, (n - 1) // BLOCK]), n % BLOCK:] = torch.tensor(
+                [float("nan"), float("inf"), 1e30, 3e38]).repeat(BLOCK)[:BLOCK - n % BLOCK]
+        kw = dict(kw, v_scale=v_scale.view(1, -1))
+    assert torch.equal(run(bad_kv, kw), want)
 
 
 def test_block_ids_whose_keys_pass_int32_are_skipped():

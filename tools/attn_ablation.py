@@ -298,7 +298,7 @@ VARIANTS["k_byte"] = _k_edits("_byte_high", 1.0)
 # its accumulator, as a bf16 q's is (Triton folds `acc * alpha + dot` into the product), the
 # probabilities' scale not taken back (the output wrong by it: timing only)
 VARIANTS["p16_acc"] = [(") * back,\n", "),\n"), (") * back)\n", "))\n"),
-                       ("FP8_PTX)) * back\n", "FP8_PTX))\n")]
+                       ("tl.dot(p16, v) * back\n", "tl.dot(p16, v)\n")]
 VARIANTS["pt_no_range"] = [
     ("    RANGE_ONCE: tl.constexpr = TOPK_P * TILES > SPLITS\n",
      "    RANGE_ONCE: tl.constexpr = False\n", 1),
@@ -310,7 +310,8 @@ VARIANTS["pt_no_range"] = [
 VARIANTS["pt_no_loads"] = [
     ("        s = s * tl.load(k_scale_ptr + scale_head_off + slot)[None, :]\n",
      "        s = s * tl.full(slot.shape, 1.0, tl.float32)[None, :]\n", 1),
-    ("            v_scale = tl.load(v_scale_ptr + scale_head_off + slot)\n",
+    ("            v_scale = _v_rows_taken(tl.load(v_scale_ptr + scale_head_off + slot), v_rows,\n"
+     "                                    FP8)\n",
      "            v_scale = tl.full(slot.shape, 1.0, tl.float32)\n", 1)]
 
 # Per-token V scales brought into fp16's range by each tile's own at every launch, as the
