@@ -435,11 +435,11 @@ def test_ids_outside_the_table_or_past_the_row_are_skipped():
     check(run_decode(case), ref)
 
 
-def _garbage(dtype):
+def _garbage(dtype, finite=False):
     """Values a cache slot past seq_len might hold: NaN, ±inf (fp8 e4m3fn has none: its
-    largest values) and the type's largest finite values."""
+    largest values) and the type's largest finite values (only these with ``finite``)."""
     big = float(torch.finfo(dtype).max)
-    return [float("nan"), float("inf"), -float("inf"), big, -big]
+    return ([] if finite else [float("nan"), float("inf"), -float("inf")]) + [big, -big]
 
 
 def _misaligned(kv):
@@ -523,13 +523,13 @@ def test_v_rows_and_scales_past_seq_len_are_never_used(kv_dtype, q_dtype, scales
 ])
 def test_query_tiles_never_use_v_rows_or_scales_past_seq_len(sorted_union, tma, kv_dtype,
                                                              q_dtype, scales):
-    """The query-tiled kernel: V rows (NaN, inf, the largest finite values) and per-token V
-    scales (NaN, inf, huge) past a request's seq_len leave its bits as they are, with the
-    tile's pages walked sorted or by minima, through the tensor memory accelerator or by
-    pointers, over 16-bit and fp8 caches (a tile ends at the last key its rows see, or its
-    rows past it are zeroed). Requests 0 and 1 share the page of block 0, of which request 1
-    sees 46 keys and request 0 all (a tile of rows of both takes the longer row's last key:
-    checked against float64)."""
+    """The query-tiled kernel: V rows past a request's seq_len (over fp8 NaN, inf and the
+    largest finite values, read as zeros; over a 16-bit cache the largest finite values,
+    times probability 0: docs/KERNELS.md) and per-token V scales there (NaN, inf, huge)
+    leave its bits as they are, with the tile's pages walked sorted or by minima, through
+    the tensor memory accelerator or by pointers. Requests 0 and 1 share the page of block 0,
+    of which request 1 sees 46 keys and request 0 all (a tile of rows of both reads the
+    longer row's: checked against float64)."""
     g = torch.Generator().manual_seed(43)
     Hkv, G, D, W, topk = 1, 4, 64, 3, 3
     prefix, qlen = [180, 40, 100], [9, 6, 5]
@@ -561,7 +561,8 @@ def test_query_tiles_never_use_v_rows_or_scales_past_seq_len(sorted_union, tma, 
                           Hkv, D ** -0.5, **kw)
     check(want, ref, (1e-3, 1.7e-2))  # rows here see few keys: larger 16-bit P rounding
     unshared = [0, 2]  # (slots of the shared page past request 1's length are request 0's)
-    bad_kv = _poison_unseen_slots(kv, table[unshared], lens[unshared], _garbage(kv_dtype))
+    bad_kv = _poison_unseen_slots(kv, table[unshared], lens[unshared],
+                                  _garbage(kv_dtype, finite=kv_dtype.itemsize == 2))
     if scales == "per_token":
         v_scale = kw["v_scale"].clone().view(-1, BLOCK)
         for r in unshared:
