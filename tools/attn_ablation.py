@@ -101,8 +101,8 @@ VARIANTS = {
     # no K/V memory traffic (zeros of the tile's shape instead of the cache)
     "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
                "    k = tl.zeros_like(kv_offs).to(q.dtype)\n", 1),
-              ("            v = tl.load(base + v_off + v_offs)\n",
-               "            v = tl.zeros_like(v_offs).to(q.dtype)\n"),  # (both branches)
+              ("        return tl.load(base + v_off + v_offs)\n",
+               "        return tl.zeros_like(v_offs).to(base.dtype.element_ty)\n", 1),
               ("            w = tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + v_offs)\n",
                "            w = tl.zeros_like(v_offs).to(tl.int16)\n", 1)],
     # one grid axis with the splits fastest (a row's splits start together; a correct
@@ -298,7 +298,7 @@ VARIANTS["k_byte"] = _k_edits("_byte_high", 1.0)
 # its accumulator, as a bf16 q's is (Triton folds `acc * alpha + dot` into the product), the
 # probabilities' scale not taken back (the output wrong by it: timing only)
 VARIANTS["p16_acc"] = [(") * back,\n", "),\n"), (") * back)\n", "))\n"),
-                       ("tl.dot(p16, v) * back\n", "tl.dot(p16, v)\n")]
+                       ("FP8_PTX)) * back\n", "FP8_PTX))\n")]
 VARIANTS["pt_no_range"] = [
     ("    RANGE_ONCE: tl.constexpr = TOPK_P * TILES > SPLITS\n",
      "    RANGE_ONCE: tl.constexpr = False\n", 1),
@@ -310,9 +310,8 @@ VARIANTS["pt_no_range"] = [
 VARIANTS["pt_no_loads"] = [
     ("        s = s * tl.load(k_scale_ptr + scale_head_off + slot)[None, :]\n",
      "        s = s * tl.full(slot.shape, 1.0, tl.float32)[None, :]\n", 1),
-    ("            v_scale = _v_rows_taken(tl.load(v_scale_ptr + scale_head_off + slot), v_rows,\n"
-     "                                    FP8)\n",
-     "            v_scale = tl.full(slot.shape, 1.0, tl.float32)\n", 1)]
+    ("            v_scale = tl.load(v_scale_ptr + scale_head_off + v_slot)\n",
+     "            v_scale = tl.full(v_slot.shape, 1.0, tl.float32)\n", 1)]
 
 # Per-token V scales brought into fp16's range by each tile's own at every launch, as the
 # kernel did before 2026-12-03 (it now takes one range per split for launches of splits of
@@ -527,15 +526,14 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
     else:
         s = tl.dot(k, q)
     s = s * sm_scale
-    slot = page.to(tl.int64) * _BLOCK + offs_t
     if SCALES == "per_token":
+        slot = page.to(tl.int64) * _BLOCK + offs_t
         s = s * tl.load(k_scale_ptr + scale_head_off + slot)[:, None]
-    return s, base, kv_offs, slot
-
-
-@triton.jit
-def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr, v_scalar,
-                 scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
+    return s, base
+"""
+KEYS_ROWS_FOLD = """@triton.jit
+def _fold_scores(q, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_scale_ptr,
+                 v_scalar, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
                  DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
                  V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr):
     # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range,
@@ -548,8 +546,8 @@ def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr, v
     if SCALES == "scalar":
         p = p * v_scalar
     elif SCALES == "per_token":
-        p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None]
-    v = tl.load(base + v_off + kv_offs).to(q.dtype)
+        p = p * tl.load(v_scale_ptr + scale_head_off + v_slot)[:, None]
+    v = tl.load(base + v_off + v_offs).to(q.dtype)
     if DOT == "tf32x3":
         pv = tl.dot(tl.trans(v), p, input_precision="tf32x3")
     else:
@@ -560,10 +558,12 @@ def _fold_scores(q, m_i, l_i, acc, s, base, kv_offs, slot, v_off, v_scale_ptr, v
 
 """
 VARIANTS["keys_rows"] = [
-    (_source_block("def _key_scores(", "    return m_new, l_i, acc") + "\n\n",
+    (_source_block("def _key_scores(", "    return s, base"),
      KEYS_ROWS_FUNCTIONS.split("@triton.jit\n", 1)[1]),
-    ("    s = tl.where(visible[None, :], s, float(\"-inf\"))\n    v_offs",
-     "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    v_offs"),
+    (_source_block("def _fold_scores(", "    return m_new, l_i, acc"),
+     KEYS_ROWS_FOLD.split("@triton.jit\n", 1)[1]),
+    ("    s = tl.where(visible[None, :], s, float(\"-inf\"))\n    v_t",
+     "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    v_t"),
     ("    acc = _output_zeros(GP, D, V_PAIRS)\n    ids_ptr",
      "    acc = tl.zeros([D, GP], tl.float32)\n    q = tl.trans(q)\n    ids_ptr"),
     (LOOP_END + "    o = _output_joined(acc, V_PAIRS) * _output_unit(q_ptr, kv_ptr, SCALES) / tl.where(\n"
