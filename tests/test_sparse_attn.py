@@ -477,13 +477,18 @@ def _poison_unseen_slots(kv, table, lens, values):
                                                   num_stages=2)),
     (torch.float8_e5m2, torch.bfloat16, "scalar", dict(splits=4, kv_tile=32, num_warps=4,
                                                        num_stages=2)),
+    # (fp8 V through TMA: only an fp32 q reads it so, not as 16-bit pairs by pointers)
+    (torch.float8_e4m3fn, torch.float32, "per_token", dict(splits=2, kv_tile=64, tma=True,
+                                                           num_warps=4, num_stages=2)),
 ])
 def test_v_rows_and_scales_past_seq_len_are_never_used(kv_dtype, q_dtype, scales, launch):
     """Cache slots past seq_len may hold anything (pages are reused): V rows there (NaN, inf,
     the largest finite values) and per-token V scales there (NaN, inf, huge) leave the decode
-    output's bits as they are, with V read as it is, as fp8 pairs or through the tensor
-    memory accelerator, by whole blocks or smaller tiles, one split or many, scales ranged
-    per split or per tile (a range over them would take every visible probability to 0)."""
+    output's bits as they are, with V read as it is by pointers (fp8 rows past the last
+    visible key read from its row), as fp8 pairs, or through the tensor memory accelerator
+    (fp8 rows there selected to zeros), by whole blocks or smaller tiles, one split or many,
+    scales ranged per split or per tile (a range over them would take every visible
+    probability to 0)."""
     case, _ = decode_case([200, 90], Q=2, Hkv=2, G=4, topk=3, kv_dtype=kv_dtype,
                           q_dtype=q_dtype, seed=41)
     misaligned = scales == "misaligned"
@@ -520,13 +525,16 @@ def test_v_rows_and_scales_past_seq_len_are_never_used(kv_dtype, q_dtype, scales
     (False, False, torch.float8_e5m2, torch.float16, "per_token"),
     (True, False, torch.float8_e4m3fn, torch.float16, "per_token"),
     (True, False, torch.float8_e4m3fn, torch.float32, "per_token"),
+    (True, False, torch.bfloat16, torch.bfloat16, "per_token"),
+    (False, False, torch.float16, torch.float16, "per_token"),
 ])
 def test_query_tiles_never_use_v_rows_or_scales_past_seq_len(sorted_union, tma, kv_dtype,
                                                              q_dtype, scales):
     """The query-tiled kernel: V rows past a request's seq_len (over fp8 NaN, inf and the
-    largest finite values, read as zeros; over a 16-bit cache the largest finite values,
-    times probability 0: docs/KERNELS.md) and per-token V scales there (NaN, inf, huge)
-    leave its bits as they are, with the tile's pages walked sorted or by minima, through
+    largest finite values, not used: by pointers the last visible key's row is read instead,
+    through TMA they are selected to zeros; over a 16-bit cache the largest finite values,
+    times probability 0: docs/KERNELS.md) and per-token V scales there (NaN, inf, huge, over
+    any cache) leave its bits as they are, with the tile's pages walked sorted or by minima, through
     the tensor memory accelerator or by pointers. Requests 0 and 1 share the page of block 0,
     of which request 1 sees 46 keys and request 0 all (a tile of rows of both reads the
     longer row's: checked against float64)."""
