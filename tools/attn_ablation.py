@@ -562,8 +562,8 @@ VARIANTS["keys_rows"] = [
      KEYS_ROWS_FUNCTIONS.split("@triton.jit\n", 1)[1]),
     (_source_block("def _fold_scores(", "    return m_new, l_i, acc"),
      KEYS_ROWS_FOLD.split("@triton.jit\n", 1)[1]),
-    ("    s = tl.where(visible[None, :], s, float(\"-inf\"))\n    v_t",
-     "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    v_t"),
+    ("    s = tl.where(visible[None, :], s, float(\"-inf\"))\n    return _fold_scores(",
+     "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    return _fold_scores("),
     ("    acc = _output_zeros(GP, D, V_PAIRS)\n    ids_ptr",
      "    acc = tl.zeros([D, GP], tl.float32)\n    q = tl.trans(q)\n    ids_ptr"),
     (LOOP_END + "    o = _output_joined(acc, V_PAIRS) * _output_unit(q_ptr, kv_ptr, SCALES) / tl.where(\n"
@@ -577,18 +577,6 @@ VARIANTS["keys_rows"] = [
 # arithmetic (the padding lanes compute too). The kernel's result with the products added in
 # another order (checked within CLOSE).
 VARIANTS["wgmma"] = [("MIN_DOT_ROWS = 16", "MIN_DOT_ROWS = 64")]
-# fp8 K rows past the block's last visible key read from that key's row too, as V rows are
-# (`_v_tokens`): K and V tiles then share one set of row offsets. On the CPU (`sm90_code.py
-# tiled --group 8 --lanes 64 --warps 4 --stages 3 --cache fp8e4m3`) that takes the query
-# tile's spills at G 8 (120 bytes) to none. The kernel's bits (those scores are masked).
-VARIANTS["kv_rows_clamped"] = [
-    ("    s, base = _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_kd,\n"
-     "                          k_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head, " + t0
-     + ", D,\n",
-     "    s, base = _key_scores(q, page, _v_tokens(offs_t, last, FP8), kv_ptr, head_off,\n"
-     "                          stride_kp, stride_kt, stride_kd,\n"
-     "                          k_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head, " + t0
-     + ", D,\n", 1) for t0 in ("first", "0")]
 VARIANTS["wgmma_split_only"] = VARIANTS["wgmma"] + VARIANTS["split_only"]
 # Each warp its own share of a step's keys with its own running softmax (a batched product:
 # the warps are the batch axis, so a step's row max, row sum and P·V operand stay inside one
@@ -1002,9 +990,8 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "merge_empty": dict(merge_kernel=True),
                   "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
-CORRECT = ("k_bits", "k_bits_asm", "kv_rows_clamped",
-           "splits_first", "merge_kernel", "scratch_pick", "gather_pick", "packed_pick",
-           "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
+CORRECT = ("k_bits", "k_bits_asm", "splits_first", "merge_kernel", "scratch_pick",
+           "gather_pick", "packed_pick", "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
            "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
 
 
