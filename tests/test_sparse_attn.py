@@ -435,11 +435,11 @@ def test_ids_outside_the_table_or_past_the_row_are_skipped():
     check(run_decode(case), ref)
 
 
-def _garbage(dtype, finite=False):
+def _garbage(dtype):
     """Values a cache slot past seq_len might hold: NaN, ±inf (fp8 e4m3fn has none: its
-    largest values) and the type's largest finite values (only these with ``finite``)."""
+    largest values) and the type's largest finite values."""
     big = float(torch.finfo(dtype).max)
-    return ([] if finite else [float("nan"), float("inf"), -float("inf")]) + [big, -big]
+    return [float("nan"), float("inf"), -float("inf"), big, -big]
 
 
 def _misaligned(kv):
@@ -530,11 +530,11 @@ def test_v_rows_and_scales_past_seq_len_are_never_used(kv_dtype, q_dtype, scales
 ])
 def test_query_tiles_never_use_v_rows_or_scales_past_seq_len(sorted_union, tma, kv_dtype,
                                                              q_dtype, scales):
-    """The query-tiled kernel: V rows past a request's seq_len (over fp8 NaN, inf and the
-    largest finite values, not used: by pointers the last visible key's row is read instead,
-    through TMA they are selected to zeros; over a 16-bit cache the largest finite values,
-    times probability 0: docs/KERNELS.md) and per-token V scales there (NaN, inf, huge, over
-    any cache) leave its bits as they are, with the tile's pages walked sorted or by minima, through
+    """The query-tiled kernel: V rows past a request's seq_len (NaN, inf and the largest
+    finite values, not used: over a 16-bit cache each step's tile ends at its last key; over
+    fp8 by pointers the last visible key's row is read instead, through TMA they are selected
+    to zeros) and per-token V scales there (NaN, inf, huge, over any cache) leave its bits as
+    they are, with the tile's pages walked sorted or by minima, through
     the tensor memory accelerator or by pointers. Requests 0 and 1 share the page of block 0,
     of which request 1 sees 46 keys and request 0 all (a tile of rows of both reads the
     longer row's: checked against float64)."""
@@ -570,7 +570,7 @@ def test_query_tiles_never_use_v_rows_or_scales_past_seq_len(sorted_union, tma, 
     check(want, ref, (1e-3, 1.7e-2))  # rows here see few keys: larger 16-bit P rounding
     unshared = [0, 2]  # (slots of the shared page past request 1's length are request 0's)
     bad_kv = _poison_unseen_slots(kv, table[unshared], lens[unshared],
-                                  _garbage(kv_dtype, finite=kv_dtype.itemsize == 2))
+                                  _garbage(kv_dtype))
     if scales == "per_token":
         v_scale = kw["v_scale"].clone().view(-1, BLOCK)
         for r in unshared:

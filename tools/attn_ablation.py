@@ -41,7 +41,8 @@ with the listed blocks packed together in the cache.
         # an fp8 cache (bench_attn's --kv): its K tile widened other ways
 
 ``--prefill`` times the variants on bench_attn's prefill rows instead, each at the launch the
-table takes for it (query-tiled or split kernel). `p16_acc` (timing only) takes fp16
+table takes for it (query-tiled or split kernel), or at the launch ``--launch`` gives
+(``"lanes=64,num_warps=4,num_stages=3,tma=True"``; with ``splits=`` the split kernel's). `p16_acc` (timing only) takes fp16
 products' P·V with the running output as its accumulator, as a bf16 q's are.
 
 ``--against NAME=FILE[,...]`` times other revisions of generated/sparse_attn.py beside it
@@ -732,6 +733,35 @@ VARIANTS["prefetch_l2"] = [
 ]
 
 
+def _next_prefetch(ahead):
+    """Source edits: at each step the tile ``ahead`` steps on (K and V lines of its page) is
+    requested into L2 before the step waits for its own, so the memory system keeps streaming
+    while the program takes the step's products (at two stages a program holds one tile
+    buffer: without it the next tile is requested only once this step is done). The step's
+    own tile was requested before (the pipeline's prologue or the step before), so these
+    queue behind it, unlike `prefetch_l2`'s. The same bits."""
+    return [
+        ("        page = tl.sum(tl.where(pick, pages, 0), axis=0)\n"
+         "        m_i, l_i, acc = _attend_block(\n",
+         "        page = tl.sum(tl.where(pick, pages, 0), axis=0)\n"
+         f"        nxt = u + {ahead}\n"
+         "        pick_n = usable & (rank == nxt // TILES) & (nxt < last)\n"
+         "        page_n = tl.sum(tl.where(pick_n, pages, 0), axis=0)\n"
+         "        tok_n = (nxt % TILES) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+         "        line_n = kv_ptr + page_n.to(tl.int64) * stride_kp + head_off + tok_n * stride_kt\n"
+         "        want_n = (tl.sum(pick_n.to(tl.int32), axis=0) > 0) & (tok_n >= 0)\n"
+         "        LINE: tl.constexpr = 128 // kv_ptr.dtype.element_ty.primitive_bitwidth * 8\n"
+         "        for d0 in tl.static_range(0, D, LINE):\n"
+         "            _prefetch_l2(line_n + d0 * stride_kd, want_n)\n"
+         "            _prefetch_l2(line_n + d0 * stride_kd + v_off, want_n)\n"
+         "        m_i, l_i, acc = _attend_block(\n", 1),
+        ("\ndef tile_rows(", PREFETCH_HELPER + "\n\ndef tile_rows("),
+    ]
+
+
+VARIANTS["next_prefetch"] = _next_prefetch(1)
+VARIANTS["next2_prefetch"] = _next_prefetch(2)
+
 # The merge kernel's programs wait for their own row's partials, not for the whole split
 # kernel: each split raises one arrival counter per query head (release) after its partials,
 # and merge program (row, head) polls its counter (an acquiring compare-and-swap that also
@@ -975,7 +1005,8 @@ AGAINST_TOL = 3e-2
 # variants the interpreter cannot run (inline PTX)
 NVIDIA_ONLY = ("k_pairs", "k_pairs_tma", "k_bits_asm", "cluster_merge", "timeline",
                "prefetch_l2", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm",
-               "two_per_sm_split_only", "three_per_sm_split_only")
+               "two_per_sm_split_only", "three_per_sm_split_only", "next_prefetch",
+               "next2_prefetch")
 # variants of an fp8 cache's widening or of its fp16 probabilities (a bf16 q's): built only
 # where --kv names an fp8 cache
 FP8_ONLY = ("k_pairs", "k_pairs_tma", "k_pairs_tl", "pt_no_range", "pt_range_per_tile", "k_bits",
@@ -992,7 +1023,8 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("k_bits", "k_bits_asm", "splits_first", "merge_kernel", "scratch_pick",
            "gather_pick", "packed_pick", "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
-           "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm")
+           "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm", "next_prefetch",
+           "next2_prefetch")
 
 
 class EmptyGrid:
@@ -1111,6 +1143,13 @@ def prefill_main(out_dir, mods, kv):
         launch = sparse_attention.explain_sparse_attn(
             "prefill", hw, "fp16" if q.dtype == torch.float16 else "bf16", kv[0], kv[1],
             Hq // Hkv, q.shape[2], chunk * Hkv)
+        if option("--launch"):  # a launch instead of the table's (splits: the split kernel)
+            given = parse_launches(option("--launch"))[0]
+            launch = ({"variant": "sparse_attn_split", "kv_tile": 128, "head_split": 1,
+                       "merge_kernel": False, "tma": False, "table_first": False}
+                      if "splits" in given else
+                      {"variant": "sparse_attn_tiled", "sorted_union": True, "tma": False})
+            launch.update(given)
         keys = ("q", "kv", "topk_idx", "block_table", "seq_lens")
         common_args = dict(num_kv_heads=Hkv, sm_scale=case["sm_scale"], scales=kv[1],
                            k_scale=case.get("k_scale"), v_scale=case.get("v_scale"),
