@@ -18,8 +18,11 @@ the merge kernel's launch and wait without its work; `two_per_sm` caps the split
 two per SM; `first_prefetch` requests each split's first tile into L2 before its list is
 compacted (NVIDIA only, as `two_per_sm`); `bulk_prefetch` asks for every tile of the split
 at once, one bulk L2 prefetch each (NVIDIA only); `three_per_sm` caps them at three per SM,
-`*_split_only` without the merge kernel. Beside each launch an empty kernel on its grid, with and without its dynamic
-shared memory, times the launch without the work. `--where` also times plain reads of the
+`*_split_only` without the merge kernel. `next_prefetch` (`next2_prefetch`) requests the next
+(second next) step's tile into L2 before each step waits for its own; `below_page_last` reads
+a 16-bit tile's rows below the page from the last key's row by pointers. Beside each launch
+an empty kernel on its grid, with and without its dynamic shared memory, times the launch
+without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
 with the listed blocks packed together in the cache.
@@ -762,6 +765,19 @@ def _next_prefetch(ahead):
 VARIANTS["next_prefetch"] = _next_prefetch(1)
 VARIANTS["next2_prefetch"] = _next_prefetch(2)
 
+# Over a 16-bit cache, tile rows below the page (a tile ending at the block's last visible key)
+# read by pointers from that key's row, not from token 0: in a prefill every program of the
+# rows whose last key is on one page reads that page's token 0 for those rows at once (the
+# per-token prefill launch took 1.10-1.30x since tiles end there; bench column 894 -> 1134 µs
+# at 64/4 8192 + 2048), while the last key's row differs from row to row. Through TMA nothing
+# changes (zeros). The same bits (their keys are not visible).
+VARIANTS["below_page_last"] = [
+    ("        return first, rows, tl.maximum(rows, 0)",
+     "        return first, rows, tl.where(rows < 0, last, rows)", 1),
+    ("        rows = tl.maximum(offs_t + first, 0)",
+     "        rows = tl.where(offs_t + first < 0, last, offs_t + first)", 1),
+]
+
 # The merge kernel's programs wait for their own row's partials, not for the whole split
 # kernel: each split raises one arrival counter per query head (release) after its partials,
 # and merge program (row, head) polls its counter (an acquiring compare-and-swap that also
@@ -1023,8 +1039,9 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("k_bits", "k_bits_asm", "splits_first", "merge_kernel", "scratch_pick",
            "gather_pick", "packed_pick", "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
+           "below_page_last",
            "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm", "next_prefetch",
-           "next2_prefetch")
+           "next2_prefetch", "below_page_last")
 
 
 class EmptyGrid:
