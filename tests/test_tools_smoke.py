@@ -521,8 +521,8 @@ def test_launch_compare_restore_writes_a_data_file_that_loads(tmp_path):
 
 
 def test_profile_kernels_reads_attention_rows(monkeypatch):
-    """`profile_kernels.py --attn` takes bench_attn's rows as HQ:HKV:R:CONTEXT:Q and refuses
-    anything else by name; `--decode none` leaves the decode kernels out."""
+    """`profile_kernels.py --attn` takes bench_attn's rows as HQ:HKV:R:CONTEXT:Q and
+    `--attn-launch` a launch as KEY=VALUE pairs, each refusing anything else by name; `--decode none` leaves the decode kernels out."""
     monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
     import profile_kernels
 
@@ -533,6 +533,12 @@ def test_profile_kernels_reads_attention_rows(monkeypatch):
     for bad in ("8:1:32:32768", "8:1:x:32768:1"):
         with pytest.raises(SystemExit, match="--attn"):
             profile_kernels.parse_attn_rows(bad)
+    assert profile_kernels.parse_launch(None) is None
+    assert profile_kernels.parse_launch("splits=8, tma=False,num_stages=3") == {
+        "splits": 8, "tma": False, "num_stages": 3}
+    for bad in ("splits", "splits=x", "=8", "splits=8,", "tma=false"):
+        with pytest.raises(SystemExit, match="--attn-launch"):
+            profile_kernels.parse_launch(bad)
 
 
 def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_back():

@@ -8,7 +8,8 @@ and the two decode kernels at a small context (``--decode R:CONTEXT:Q,...`` pick
 scenarios, ``--decode none`` and ``--no-router`` leave them out); ``--attn HQ:HKV:R:CONTEXT:Q,...``
 adds `sparse_attn_decode` at the table's launch on bench_attn's rows, each followed by the
 plain streaming read of the same bytes (`common.row_read_us`' kernel, one row piece per
-program), for the copy-rate rows:
+program), for the copy-rate rows (``--attn-launch "splits=8,tma=False"`` runs each row at that
+launch as well, after the table's: `sparse_attn_with_launch`'s keys, the rest its defaults):
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy \\
         --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \\
@@ -107,9 +108,22 @@ def parse_attn_rows(text: str | None) -> list:
     return rows
 
 
-def profile_attention(torch, generated, rows):
-    """Each row's attention at the table's launch, then the plain read of its KV bytes (as
-    bench_attn judges the copy rate), twice each."""
+def parse_launch(text: str | None) -> dict | None:
+    """'splits=8,tma=False' -> {"splits": 8, "tma": False} (None: no such launch)."""
+    if not text:
+        return None
+    launch = {}
+    for pair in text.split(","):
+        key, eq, value = (part.strip() for part in pair.partition("="))
+        if not key or not eq or not (value in ("True", "False") or value.isdigit()):
+            raise SystemExit(f"--attn-launch: items are KEY=INT or KEY=True|False, got {text!r}")
+        launch[key] = value == "True" if value in ("True", "False") else int(value)
+    return launch
+
+
+def profile_attention(torch, generated, rows, launch=None):
+    """Each row's attention at the table's launch (and at ``launch`` where given), then the
+    plain read of its KV bytes (as bench_attn judges the copy rate), twice each."""
     import bench_attn
 
     _, row_sums = common._latency()
@@ -123,6 +137,10 @@ def profile_attention(torch, generated, rows):
         print(f"attention {Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: {launch}", flush=True)
         for _ in range(2):
             generated.sparse_attn_decode(**case, output=out)
+        if launch is not None:
+            print(f"attention {Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q} at {launch}", flush=True)
+            for _ in range(2):
+                generated.sparse_attn_with_launch(launch, "decode", **case, output=out)
         rows_read = R * Q * bench_attn.TOPK * Hkv
         cols = bench_attn.BLOCK * 2 * bench_attn.D * 2 // 4  # one fp32 row per block and head
         w = torch.randn((rows_read, cols), device="cuda")
@@ -143,9 +161,13 @@ def main(argv=None):
                         "F.linear (default: (6144,128) fp32 M 1, 8, 32)")
     p.add_argument("--attn", default=None,
                    help="sparse-attention rows HQ:HKV:R:CONTEXT:Q, comma separated")
+    p.add_argument("--attn-launch", default=None,
+                   help="also run each --attn row at this launch, KEY=VALUE comma separated "
+                        "(sparse_attn_with_launch's keys; the rest take its defaults)")
     args = p.parse_args(argv)
     scenarios = parse_scenarios(args.decode)
     attn_rows = parse_attn_rows(args.attn)
+    attn_launch = parse_launch(args.attn_launch)
     router_rows = parse_router_rows(args.router) if args.router else None
     common.setup(False)
     import torch
@@ -164,7 +186,7 @@ def main(argv=None):
             fn()
         del inp, fn
         common.free_memory()
-    profile_attention(torch, generated, attn_rows)
+    profile_attention(torch, generated, attn_rows, attn_launch)
     torch.cuda.synchronize()
     print("profile_kernels: done", flush=True)
 
