@@ -1038,9 +1038,8 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
                   "wgmma_split_only": dict(merge_kernel=True)}
 # variants that compute the generated kernel's result (checked bit for bit against it)
 CORRECT = ("k_bits", "k_bits_asm", "splits_first", "merge_kernel", "scratch_pick",
-           "gather_pick", "packed_pick", "early_table", "cluster_merge", "scalar_pick", "prefetch_l2", "spin_merge",
-           "below_page_last",
-           "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm", "next_prefetch",
+           "gather_pick", "packed_pick", "early_table", "cluster_merge", "scalar_pick",
+           "prefetch_l2", "spin_merge", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm", "next_prefetch",
            "next2_prefetch", "below_page_last")
 
 
