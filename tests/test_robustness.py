@@ -281,6 +281,24 @@ def test_decode_rejects_overlapping_outputs():
                  **{**base, "sparse_block_table_out": table})
 
 
+def test_output_strides_must_nest():
+    """`check_no_overlap` takes nested strides in any order and refuses the rest by name with a
+    message that says what it checks: an expanded view (elements shared) and strides that
+    interleave two dimensions without sharing any element (told apart only by a search)."""
+    from generated import _runtime
+
+    base = torch.empty(4096)
+    for shape, strides in (((2, 3, 64), (192, 64, 1)), ((2, 3, 64), (64, 128, 1)),
+                           ((1, 5, 7), (0, 7, 1)), ((3, 1, 4), (1, 99, 3))):
+        _runtime.check_no_overlap("output", base.as_strided(shape, strides))
+    interleaved = base.as_strided((2, 3, 64), (192, 128, 1))
+    offsets = {192 * t + 128 * h + d for t in range(2) for h in range(3) for d in range(64)}
+    assert len(offsets) == interleaved.numel()  # no element shared, yet strides do not nest
+    for bad in (base.as_strided((2, 3, 64), (0, 64, 1)), interleaved):
+        with pytest.raises(ValueError, match=r"^output: strides .* do not nest"):
+            _runtime.check_no_overlap("output", bad)
+
+
 def test_scalar_ranges_named():
     base = _decode_case(1, 0, False)
     for name, bad in (("topk", 0), ("init_blocks", -1), ("local_blocks", -2),

@@ -809,6 +809,35 @@ def test_a_block_listed_twice_counts_once_in_every_kernel():
         check(out, ref)
 
 
+def test_keys_scoring_minus_inf_weigh_nothing_in_every_kernel():
+    """A key scoring −inf (q > 0 against a −inf K element) weighs nothing: a row and head
+    whose visible keys all score −inf writes zeros (softmax is undefined there: float64 gives
+    NaN), one with some such keys gives the float64 softmax over the others (docs/KERNELS.md
+    §15), in the split kernel at one and several splits and in both query-tiled walks."""
+    case, pos = decode_case([200, 200], Q=2, Hkv=1, G=4, topk=3, seed=23)
+    q, kv, table = case["q"].clone(), case["kv"].clone(), case["block_table"]
+    q[..., 0] = 1.0
+    kv[table[0, :2].long(), 0, :, :, 0] = float("-inf")  # request 0: every key it can see
+    kv[table[1, 1].long(), 0, :40, :, 0] = float("-inf")  # request 1: some of its own block's
+    case.update(q=q, kv=kv)
+    ref = ref_sparse_attn(q, kv, case["topk_idx"], table, pos, 1, case["sm_scale"])
+    assert bool(ref[:2].isnan().all()) and not bool(ref[2:].isnan().any())
+    ref[:2] = 0.0
+    outs = [run_decode(case, torch.float32, splits=splits) for splits in (1, 2)]
+    cu = torch.tensor([0, 2, 4], dtype=torch.int32, device=DEVICE)
+    pre = case["seq_lens"] - 2
+    for sorted_union in (False, True):
+        out = torch.full(q.shape, float("nan"), dtype=torch.float32, device=DEVICE)
+        sa.sparse_attn_with_launch(
+            dict(variant="sparse_attn_tiled", lanes=16, sorted_union=sorted_union, num_warps=4,
+                 num_stages=2), "prefill", q, kv, case["topk_idx"], table, cu,
+            case["seq_lens"], pre, 2, 1, case["sm_scale"], out)
+        outs.append(out)
+    for out in outs:
+        assert bool((out[:2] == 0).all())
+        check(out, ref)
+
+
 def test_rows_without_any_request_are_zero_and_nothing_is_read():
     """R = 0 with padded rows: empty length tensors are never read; every row is zero."""
     q = torch.randn((5, 8, 64)).bfloat16().to(DEVICE)
