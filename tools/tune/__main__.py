@@ -52,7 +52,7 @@ def parse_args(argv=None):
     m = sub.add_parser("measure", help="measure this device (one run file)")
     m.add_argument("--out", required=True, help="run file to write (JSON)")
     m.add_argument("--sections", default="router,decode",
-                   help="comma list of router, decode (default both)")
+                   help=f"comma list of {', '.join(SECTIONS)} (default router,decode)")
     m.add_argument("--machine", help="machine label in the data file (default: the GPU's UUID)")
     m.add_argument("--rounds", type=int, default=5, help="interleaved rounds per bucket")
     m.add_argument("--per-round", type=int, default=3, help="replays per candidate per round")
