@@ -224,6 +224,30 @@ def test_fp8_kv_with_each_scale_mode(fp8, scales):
     check(run_decode(case, torch.float32, **kw), ref)  # fp32 output: the kernel's error alone
 
 
+@pytest.mark.parametrize("q_dtype,kv_dtype", [(torch.float32, torch.float8_e4m3fn),
+                                              (torch.bfloat16, torch.bfloat16),
+                                              (torch.float32, torch.bfloat16)])
+def test_scalar_scales_where_products_are_not_fp16(q_dtype, kv_dtype):
+    """Scalar scales where the probabilities do not enter P·V as fp16 (an fp32 q, or bf16
+    products), so V's scale multiplies them before the product: the split kernel at one and
+    two splits and the query tile match float64."""
+    case, pos = decode_case([270, 129], Q=1, Hkv=2, G=8, kv_dtype=kv_dtype, q_dtype=q_dtype,
+                            seed=7)
+    kw = dict(k_scale=torch.tensor(0.75, device=DEVICE), v_scale=torch.tensor(1.5, device=DEVICE))
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"], **kw)
+    for splits in (1, 2):
+        check(run_decode(case, torch.float32, splits=splits, **kw), ref)
+    T = case["q"].shape[0]
+    out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
+    sa.sparse_attn_with_launch(
+        dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2), "prefill",
+        case["q"], case["kv"], case["topk_idx"], case["block_table"],
+        torch.arange(T + 1, dtype=torch.int32, device=DEVICE), case["seq_lens"],
+        case["seq_lens"] - 1, 1, 2, case["sm_scale"], out, **kw)
+    check(out, ref)
+
+
 @pytest.mark.parametrize("q_dtype,mode,size", [
     (torch.float16, "per_token", 3e5), (torch.float16, "scalar", 3e5),
     (torch.bfloat16, "per_token", 3e5), (torch.float16, "per_token", 1e-6)])
@@ -251,14 +275,16 @@ def test_fp8_v_scales_far_from_one_stay_in_range(q_dtype, mode, size):
 @pytest.mark.parametrize("q_dtype", [torch.float16, torch.bfloat16])
 def test_per_token_v_scales_ranged_per_split_or_per_tile(q_dtype):
     """fp16 probabilities take per-token V scales into fp16's range once per split where a
-    split may take several steps (one split here: four), by each tile's own where it takes
-    one (four splits): with scales 2^-12 to 2^12 apart from page to page both launches give
-    the float64 result within its bounds (relative to the output's size)."""
+    split may take several steps (one split here: three), by each tile's own where it takes
+    one (four splits): with scales 2^-12 to 2^12 apart from page to page, and 2^18 on the
+    page of row 0's own block (fp16 overflows past 2^16 unless they are ranged), both
+    launches give the float64 result within its bounds (relative to the output's size)."""
     case, pos = decode_case([600, 270], Q=1, Hkv=2, G=8, kv_dtype=torch.float8_e4m3fn,
                             q_dtype=q_dtype, seed=23)
     pages = case["kv"].shape[0]
     g = torch.Generator().manual_seed(5)
     per_page = 2.0 ** torch.randint(-12, 13, (2, pages, 1), generator=g).double()
+    per_page[:, int(case["block_table"][0, 599 // BLOCK])] = 2.0 ** 18
     v_scale = ((torch.rand((2, pages, BLOCK), generator=g) + 0.5) * per_page).float()
     kw = dict(k_scale=torch.ones((2, pages * BLOCK), device=DEVICE),
               v_scale=v_scale.reshape(2, pages * BLOCK).to(DEVICE))
@@ -427,7 +453,8 @@ def test_ids_outside_the_table_or_past_the_row_are_skipped():
     the cache read nothing and add no key."""
     case, pos = decode_case([200, 200], Q=1, Hkv=1, G=4, topk=6, seed=11)
     ids = case["topk_idx"].clone()
-    ids[0, 0, 2:] = torch.tensor([10 ** 6, -5, 7, 1], dtype=torch.int32)  # 7: past the row
+    # 10^6: past the table (4 wide); 3: inside it, past the row (block 3 starts at 384)
+    ids[0, 0, 2:] = torch.tensor([10 ** 6, -5, 3, -1], dtype=torch.int32)
     case["topk_idx"] = ids
     case["block_table"][1, 0] = 10 ** 7  # row 1's block 0: a page outside the cache
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
@@ -863,10 +890,80 @@ def test_mixed_16_bit_pairs_are_rejected(q_dtype, kv_dtype):
         generated.sparse_attn_decode(**case, output=out)
 
 
+# every prefill kernel: the split kernel at one and two splits (merged by a second kernel),
+# the query tile's two walks
+PREFILL_LAUNCHES = (
+    dict(splits=1, num_warps=4, num_stages=2),
+    dict(splits=2, num_warps=4, num_stages=2, merge_kernel=True),
+    dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2),
+    dict(variant="sparse_attn_tiled", lanes=16, sorted_union=True, num_warps=4, num_stages=2))
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float8_e4m3fn, torch.bfloat16])
+@pytest.mark.parametrize("launch", range(len(PREFILL_LAUNCHES)))
+def test_prefill_rows_past_seq_len_see_only_keys_before_it(kv_dtype, launch):
+    """Prefill rows whose position is at or past seq_len (prefix + j ≥ seq_len: inputs the
+    contract takes) see the keys below seq_len only, whatever the slots from seq_len on hold:
+    requests 0 and 1 share block 0's page (one sorted step serves rows of both), and request
+    2's V rows from seq_len on hold NaN, inf and the largest values (the bits unchanged)."""
+    g = torch.Generator().manual_seed(3)
+    Hkv, G, D, W, topk = 1, 4, 64, 3, 3
+    qlen = [6, 4, 5]
+    cu = torch.tensor([0, 6, 10, 15], dtype=torch.int32)
+    pre = torch.tensor([40, 100, 200], dtype=torch.int32)
+    lens = torch.tensor([20, 104, 150], dtype=torch.int32)
+    T, pages = sum(qlen), 3 * W + 1
+    kv = make_cache(pages, Hkv, D, "5d", kv_dtype, g)
+    table = torch.randperm(pages, generator=g)[:3 * W].view(3, W).to(torch.int32)
+    table[1, 0] = table[0, 0]
+    pos = prefill_positions(cu, pre, lens, T, max(qlen))
+    ids = torch.full((Hkv, T, topk), -1, dtype=torch.int32)
+    for t, (_, p, n) in enumerate(pos):
+        own = min(p, n - 1) // BLOCK
+        ids[0, t, :own + 1] = torch.arange(own, -1, -1)[:topk]
+    q = torch.randn((T, Hkv * G, D), generator=g)
+
+    def run(kv):
+        out = torch.full(q.shape, float("nan"), dtype=torch.float32, device=DEVICE)
+        return sa.sparse_attn_with_launch(
+            PREFILL_LAUNCHES[launch], "prefill", *(t.to(DEVICE) for t in (q, kv, ids, table, cu,
+                                                                           lens, pre)),
+            max(qlen), Hkv, D ** -0.5, out)
+
+    want = run(kv).clone()
+    ref = ref_sparse_attn(q, kv, ids, table, pos, Hkv, D ** -0.5)
+    torch.testing.assert_close(want.double().cpu(), ref, rtol=0, atol=1e-4)
+    # (request 2's last page: requests 0 and 1 share theirs, and 1 sees 0's slots past 20)
+    poisoned = _poison_unseen_slots(kv, table[2:], lens[2:], _garbage(kv_dtype))
+    assert torch.equal(run(poisoned), want)
+
+
+@pytest.mark.parametrize("launch", range(len(PREFILL_LAUNCHES)))
+def test_ids_past_a_narrow_table_add_no_key(launch):
+    """A table 2 wide (256 keys) for rows at position 299: id 2 lies before the position but
+    past the table, so it adds no key (and nothing past the table is read)."""
+    g = torch.Generator().manual_seed(5)
+    Hkv, G, D = 1, 4, 64
+    kv = make_cache(6, Hkv, D, "5d", torch.bfloat16, g)
+    table = torch.tensor([[0, 1], [2, 3]], dtype=torch.int32)
+    lens = torch.tensor([300, 300], dtype=torch.int32)
+    ids = torch.tensor([[[2, 1, 0], [2, 1, 0]]], dtype=torch.int32)
+    q = torch.randn((2, Hkv * G, D), generator=g)
+    cu, pre = torch.tensor([0, 1, 2], dtype=torch.int32), lens - 1
+    ref = ref_sparse_attn(q, kv, ids, table, prefill_positions(cu, pre, lens, 2, 1), Hkv,
+                          D ** -0.5)
+    out = torch.full(q.shape, float("nan"), dtype=torch.float32, device=DEVICE)
+    sa.sparse_attn_with_launch(PREFILL_LAUNCHES[launch], "prefill",
+                               *(t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)), 1,
+                               Hkv, D ** -0.5, out)
+    torch.testing.assert_close(out.double().cpu(), ref, rtol=0, atol=1e-4)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed, monkeypatch):
-    """Random lengths past the capacity, negative prefixes, q_len above max_query_len, padding
-    rows, ids and page ids outside their tensors: every kernel gives the contract's result
+    """Random lengths past the capacity (512 keys), negative prefixes, q_len above
+    max_query_len, padding rows, ids and page ids outside their tensors (ids past the table
+    below a row's position among them): every kernel gives the contract's result
     (float64 reference over the usable keys, zeros for rows of no request) and reads nothing
     outside a tensor (a table_first launch holding the whole table row, or with odd seeds a
     table wider than it holds: read as without table_first)."""
@@ -878,7 +975,7 @@ def test_prefill_garbage_lengths_ids_and_pages_match_the_contract(seed, monkeypa
     rnd, g = random.Random(seed), torch.Generator().manual_seed(seed)
     Hkv, G, D, R, W = rnd.choice([1, 2]), rnd.choice([1, 4, 16]), 64, rnd.randint(1, 3), 4
     qlen = [rnd.choice([0, 1, 5, 17]) for _ in range(R)]
-    prefix = [rnd.choice([0, 127, 128, 300]) for _ in range(R)]
+    prefix = [rnd.choice([0, 127, 128, 300, 600]) for _ in range(R)]
     prefix[0] = -rnd.choice([3, 200]) if rnd.random() < 0.3 else prefix[0]
     seq = [p + n + rnd.choice([0, -2, 7, -150]) for p, n in zip(prefix, qlen)]
     cu = [0]
@@ -977,6 +1074,8 @@ def test_tma_tiles_of_the_query_tiled_kernel_give_the_pointer_bits(layout, kv_dt
                 num_kv_heads=Hkv, sm_scale=D ** -0.5)
     kw = scale_args(case, scales, seed=5)
     made = _counted_descriptors(monkeypatch)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
+                          Hkv, case["sm_scale"], **kw)
     for sorted_union in (False, True):
         got = {}
         for tma in (False, True):
@@ -985,11 +1084,9 @@ def test_tma_tiles_of_the_query_tiled_kernel_give_the_pointer_bits(layout, kv_dt
                 dict(variant="sparse_attn_tiled", lanes=16, sorted_union=sorted_union, tma=tma,
                      num_warps=4, num_stages=2), "prefill", **case, output=out, **kw)
         assert torch.equal(got[True], got[False]), sorted_union
+        check(got[True], ref, (1e-3, 1.7e-2))
+        assert bool((got[True][11:] == 0).all())
     assert len(made) == 2  # each tma launch took its tiles through a descriptor
-    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
-                          Hkv, case["sm_scale"], **kw)
-    check(got[True], ref, (1e-3, 1.7e-2))
-    assert bool((got[True][11:] == 0).all())
 
 
 @pytest.mark.parametrize("widest", [None, 2])
@@ -1011,15 +1108,15 @@ def test_table_first_gives_the_bits_of_the_table_loads(widest, monkeypatch):
     table[0, far], table[1, 0] = case["kv"].shape[0] + 5, -7
     case = dict(case, topk_idx=ids, block_table=table)
     assert widest is None or widest < W  # widest: a table too wide to hold
+    ref = ref_sparse_attn(case["q"], case["kv"], ids, table, pos, 2, case["sm_scale"])
     for launch in (dict(splits=1), dict(splits=4, kv_tile=64), dict(splits=2, merge_kernel=True)):
         got = {tf: sa.sparse_attn_with_launch(
             dict(launch, table_first=tf, num_warps=4, num_stages=2), "decode", **case,
             output=torch.full(case["q"].shape, float("nan"), dtype=torch.float32,
                               device=DEVICE)) for tf in (False, True)}
         assert torch.equal(got[True], got[False]), launch
-    ref = ref_sparse_attn(case["q"], case["kv"], ids, table, pos, 2, case["sm_scale"])
-    check(got[True], ref)
-    assert bool((got[True][4:] == 0).all())  # request 2: seq_len 0
+        check(got[True], ref)
+        assert bool((got[True][4:] == 0).all())  # request 2: seq_len 0
 
 
 def test_tma_layout_of_each_cache_and_where_it_cannot_address_one():
@@ -1111,6 +1208,8 @@ def test_fp8_v_read_as_pairs_gives_the_bits_of_the_plain_read(kv_dtype, q_dtype,
     shifted[1:] = kv.flatten()
     taken = []
     monkeypatch.setattr(sk, "v_pairs", lambda *a, f=sk.v_pairs: taken.append(f(*a)) or taken[-1])
+    ref = ref_sparse_attn(case["q"], kv, case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"], **kw)
     for launch in (dict(splits=1), dict(splits=4, kv_tile=64), dict(splits=2, tma=True)):
         got = []
         for cache in (kv, shifted[1:].view(kv.shape)):
@@ -1120,9 +1219,7 @@ def test_fp8_v_read_as_pairs_gives_the_bits_of_the_plain_read(kv_dtype, q_dtype,
                                                   output=out, **kw))
         assert taken[-2:] == [True, False], launch
         assert torch.equal(got[0], got[1]), launch
-    ref = ref_sparse_attn(case["q"], kv, case["topk_idx"], case["block_table"], pos, 2,
-                          case["sm_scale"], **kw)
-    check(got[0], ref)
+        check(got[0], ref)
 
 
 def test_strided_arguments_equal_the_contiguous_call():
@@ -1937,12 +2034,6 @@ def test_decode_step_buffers_sharing_memory_are_refused_by_name():
                                  completion_counter=torch.zeros_like(buf[:, :8]))
     with pytest.raises(ValueError, match="^topk_out: shares memory with completion_counter"):
         generated.sparse_decode_step(*args, topk_out=ids_out, completion_counter=buf[:, :8])
-
-
-PREFILL_LAUNCHES = ({"splits": 1, "num_warps": 4, "num_stages": 2},
-                    {"splits": 2, "num_warps": 4, "num_stages": 2, "merge_kernel": True},
-                    {"variant": "sparse_attn_tiled", "lanes": 16, "num_warps": 4,
-                     "num_stages": 2})
 
 
 @pytest.mark.parametrize("cu", [[0, 4, 2, 2], [0, 4, 2, 4]])
