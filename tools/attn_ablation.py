@@ -20,7 +20,8 @@ compacted (NVIDIA only, as `two_per_sm`); `bulk_prefetch` asks for every tile of
 at once, one bulk L2 prefetch each (NVIDIA only); `three_per_sm` caps them at three per SM,
 `*_split_only` without the merge kernel. `next_prefetch` (`next2_prefetch`) requests the next
 (second next) step's tile into L2 before each step waits for its own; `below_page_last` reads
-a 16-bit tile's rows below the page from the last key's row by pointers. Beside each launch
+a 16-bit tile's rows below the page from the last key's row by pointers, `below_page_masked`
+does not read them (masked loads: zeros, as through the tensor memory accelerator). Beside each launch
 an empty kernel on its grid, with and without its dynamic shared memory, times the launch
 without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
@@ -771,6 +772,17 @@ VARIANTS["next2_prefetch"] = _next_prefetch(2)
 # per-token prefill launch took 1.10-1.30x since tiles end there; bench column 894 -> 1134 µs
 # at 64/4 8192 + 2048), while the last key's row differs from row to row. Through TMA nothing
 # changes (zeros). The same bits (their keys are not visible).
+# 16-bit tiles ending at the last key: rows below the page not read at all by pointers (masked
+# loads, zeros: what the tensor memory accelerator fills them with)
+VARIANTS["below_page_masked"] = [
+    ("        k = tl.load(base + kv_offs).to(q.dtype)",
+     "        k = tl.load(base + kv_offs, mask=(tl.arange(0, offs_t.shape[0]) + t0 >= 0)[:, None]\n"
+     "                    | (kv_ptr.dtype.element_ty.primitive_bitwidth == 8),\n"
+     "                    other=0.0).to(q.dtype)", 1),
+    ("        return tl.load(base + v_off + v_offs)",
+     "        return tl.load(base + v_off + v_offs,\n"
+     "                       mask=((tl.arange(0, N) + t0 >= 0) | FP8)[:, None], other=0.0)", 1),
+]
 VARIANTS["below_page_last"] = [
     ("        return first, rows, tl.maximum(rows, 0)",
      "        return first, rows, tl.where(rows < 0, last, rows)", 1),
@@ -1040,7 +1052,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
 CORRECT = ("k_bits", "k_bits_asm", "splits_first", "merge_kernel", "scratch_pick",
            "gather_pick", "packed_pick", "early_table", "cluster_merge", "scalar_pick",
            "prefetch_l2", "spin_merge", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm", "next_prefetch",
-           "next2_prefetch", "below_page_last")
+           "next2_prefetch", "below_page_last", "below_page_masked")
 
 
 class EmptyGrid:
