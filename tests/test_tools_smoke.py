@@ -539,6 +539,10 @@ def test_profile_kernels_reads_attention_rows(monkeypatch):
     for bad in ("splits", "splits=x", "=8", "splits=8,", "tma=false"):
         with pytest.raises(SystemExit, match="--attn-launch"):
             profile_kernels.parse_launch(bad)
+    # a launch the entry would refuse is refused before anything runs
+    with pytest.raises(SystemExit, match="^--attn-launch: launch: missing key 'num_warps'"):
+        profile_kernels.main(["--no-router", "--decode", "none", "--attn", "16:1:1:1024:1",
+                              "--attn-launch", "splits=2,num_stages=3"])
 
 
 def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_back():

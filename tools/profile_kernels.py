@@ -8,8 +8,9 @@ and the two decode kernels at a small context (``--decode R:CONTEXT:Q,...`` pick
 scenarios, ``--decode none`` and ``--no-router`` leave them out); ``--attn HQ:HKV:R:CONTEXT:Q,...``
 adds `sparse_attn_decode` at the table's launch on bench_attn's rows, each followed by the
 plain streaming read of the same bytes (`common.row_read_us`' kernel, one row piece per
-program), for the copy-rate rows (``--attn-launch "splits=8,tma=False"`` runs each row at that
-launch as well, after the table's: `sparse_attn_with_launch`'s keys, the rest its defaults):
+program), for the copy-rate rows (``--attn-launch "splits=8,num_warps=4,num_stages=2,tma=False"``
+runs each row at that launch as well, after the table's: `sparse_attn_with_launch`'s keys,
+splits, num_warps and num_stages required, the rest its defaults):
 
     ncu --clock-control none --section SpeedOfLight --section Occupancy \\
         --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \\
@@ -163,11 +164,19 @@ def main(argv=None):
                    help="sparse-attention rows HQ:HKV:R:CONTEXT:Q, comma separated")
     p.add_argument("--attn-launch", default=None,
                    help="also run each --attn row at this launch, KEY=VALUE comma separated "
-                        "(sparse_attn_with_launch's keys; the rest take its defaults)")
+                        "(sparse_attn_with_launch's keys: splits, num_warps and num_stages "
+                        "required, the rest take its defaults)")
     args = p.parse_args(argv)
     scenarios = parse_scenarios(args.decode)
     attn_rows = parse_attn_rows(args.attn)
     attn_launch = parse_launch(args.attn_launch)
+    if attn_launch is not None:  # refused before anything runs
+        from generated.sparse_attention import _check_launch
+
+        try:
+            _check_launch(attn_launch, "decode")
+        except (TypeError, ValueError) as e:
+            raise SystemExit(f"--attn-launch: {e}") from None
     router_rows = parse_router_rows(args.router) if args.router else None
     common.setup(False)
     import torch
