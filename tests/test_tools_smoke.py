@@ -545,6 +545,29 @@ def test_profile_kernels_reads_attention_rows(monkeypatch):
                               "--attn-launch", "splits=2,num_stages=3"])
 
 
+def test_sm90_code_compiles_another_revision_or_a_variant_of_the_attention(monkeypatch,
+                                                                           tmp_path):
+    """`sm90_code.py attention|tiled --source FILE --variant NAME`: while it compiles,
+    `generated.sparse_attn` is that file's module with attn_ablation's variant applied, and
+    the generated module again afterwards."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
+    import inspect
+
+    import generated
+    import sm90_code
+
+    base = generated.sparse_attn
+    old = tmp_path / "old.py"
+    old.write_text(inspect.getsource(base).replace("_BLOCK - 1", "(_BLOCK - 1)"))
+    with sm90_code.sparse_attn_module(str(old), "below_page_masked"):
+        src = inspect.getsource(generated.sparse_attn)
+        assert generated.sparse_attn is not base
+        assert "(_BLOCK - 1)" in src and "+ t0 >= 0" in src
+    assert generated.sparse_attn is base and sys.modules["generated.sparse_attn"] is base
+    with sm90_code.sparse_attn_module():
+        assert generated.sparse_attn is base
+
+
 def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_back():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ablation_sm90.py")],

@@ -7,6 +7,8 @@ ptxas and nvdisasm): registers, spills and the SASS instructions by kind, per th
     python3 tools/sm90_code.py scorer --q bf16 --cache fp8e4m3 --block-q 4 --warps 4 --stages 3
     python3 tools/sm90_code.py attention --group 8 --kv-tile 64 --splits 8 --stages 3
     python3 tools/sm90_code.py tiled --group 16 --lanes 128 --warps 8 --stages 3
+    python3 tools/sm90_code.py attention --mode prefill --splits 1 --variant below_page_masked
+    python3 tools/sm90_code.py tiled --minima --source OLD.py   # git show REV:generated/sparse_attn.py
 
 Arguments are specialized the way the JIT specializes contiguous, 16-byte aligned tensors:
 aligned pointers, unit strides as constants, the other strides divisible by 16. Reading the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import re
 import subprocess
@@ -126,9 +129,31 @@ def scorer(q="bf16", cache="bf16", head_dim=128, heads=1, block_q=1, warps=4, st
         num_warps=warps, num_stages=stages)
 
 
+@contextlib.contextmanager
+def sparse_attn_module(source=None, variant=None):
+    """`generated.sparse_attn` replaced, while the block runs, by another revision of it
+    (``source``: a file) and/or with one of attn_ablation's source variants applied (its
+    VARIANTS' name); as it is where both are None."""
+    if source is None and variant is None:
+        yield
+        return
+    import generated
+    import attn_ablation
+
+    src = open(source).read() if source else None
+    edits = attn_ablation.VARIANTS[variant] if variant else []
+    mod = attn_ablation.build(variant or "source", edits, src)
+    before = generated.sparse_attn
+    generated.sparse_attn = sys.modules["generated.sparse_attn"] = mod
+    try:
+        yield
+    finally:
+        generated.sparse_attn = sys.modules["generated.sparse_attn"] = before
+
+
 def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps=4, stages=2,
               merge_kernel=False, q="bf16", cache="bf16", topk=16, tma=False,
-              table_first=False, scales="none", pairs_desc=False):
+              table_first=False, scales="none", pairs_desc=False, mode="decode"):
     """The sparse-attention split kernel (decode) at one launch, on a contiguous
     [pages, 2, 128, Hkv, D] cache of ``cache``'s type (the products taken as the launcher
     takes them on an H200: `sparse_attn.products`), its head lanes padded as the launcher
@@ -136,7 +161,8 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
     its tiles through a tensor descriptor of the cache (`kv_tma_layout`); ``table_first``: the
     row's table read before the ids (256 entries: a 32k context's); ``scales``: none, scalar
     or per_token (K and V scales of an fp8 cache); ``pairs_desc``: that descriptor over an fp8
-    cache viewed as 16-bit pairs (attn_ablation's k_pairs_tma)."""
+    cache viewed as 16-bit pairs (attn_ablation's k_pairs_tma); ``mode``: decode or prefill
+    rows."""
     from generated import sparse_attn
 
     gh = group // min(head_split, group)
@@ -152,7 +178,7 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
          **({"kv_desc": f"tensordesc<i16[1,1,{kv_tile},1,{head_dim // 2}]>" if pairs_desc
              else f"tensordesc<{POINTER[cache][1:]}[1,1,{kv_tile},1,{head_dim}]>"}
             if tma else {})},
-        dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE="decode",
+        dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE=mode,
              SCALES=scales, DOT=dot, PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
              MERGE_KERNEL=merge_kernel, LAUNCH_DEPENDENTS=merge_kernel, TMA=tma,
              TABLE_HELD=256 if table_first else 0, FP8_PTX=fp8, V_PAIRS=fp8 and q != "fp32",
@@ -200,6 +226,12 @@ def summary(name: str, f: dict) -> str:
             + ", ".join(f"{k} {ops[k]}" for k in shown))
 
 
+def revision(args) -> str:
+    """' (source FILE, variant NAME)' where the kernel is not the generated one as it is."""
+    given = [f"{k} {v}" for k, v in (("source", args.source), ("variant", args.variant)) if v]
+    return f" ({', '.join(given)})" if given else ""
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="kernel", required=True)
@@ -245,6 +277,8 @@ def main(argv=None):
                    help="the row's table entries read before its ids")
     a.add_argument("--scales", choices=("none", "scalar", "per_token"), default="none",
                    help="K and V scales of an fp8 cache")
+    a.add_argument("--mode", choices=("decode", "prefill"), default="decode",
+                   help="the rows' kind (prefill: the per-token kernel)")
     t = sub.add_parser("tiled", help="sparse-attention query-tiled kernel (prefill)")
     t.add_argument("--group", type=int, default=16, help="query heads per KV head")
     t.add_argument("--head-dim", type=int, default=128)
@@ -258,6 +292,11 @@ def main(argv=None):
     t.add_argument("--minima", action="store_true",
                    help="the union walked by repeated minima, not as sorted keys")
     t.add_argument("--tma", action="store_true", help="tiles through a tensor descriptor")
+    for sp in (a, t):
+        sp.add_argument("--source", default=None,
+                        help="another revision of generated/sparse_attn.py (a file)")
+        sp.add_argument("--variant", default=None,
+                        help="one of tools/attn_ablation.py's source variants, applied")
     args = p.parse_args(argv)
     common.setup(False)
     os.environ.pop("TRITON_INTERPRET", None)  # the interpreter replaces @triton.jit functions
@@ -275,22 +314,26 @@ def main(argv=None):
                 f"block_n {args.block_n} block_k {args.block_k} split_k {args.split_k} "
                 f"{'ieee' if args.ieee else 'tf32x3'} warps {args.warps} stages {args.stages}")
     elif args.kernel == "attention":
-        compiled = attention(args.group, args.head_dim, args.kv_tile, args.splits,
-                             args.head_split, args.warps, args.stages, args.merge_kernel,
-                             q=args.q, cache=args.cache, tma=args.tma,
-                             table_first=args.table_first, scales=args.scales)
-        name = (f"attention q {args.q} cache {args.cache} scales {args.scales} G {args.group} "
-                f"D {args.head_dim} kv_tile {args.kv_tile} splits {args.splits} head_split {args.head_split} warps {args.warps} stages "
-                f"{args.stages}{' merge kernel' if args.merge_kernel else ''}"
-                f"{' tma' if args.tma else ''}{' table first' if args.table_first else ''}")
+        with sparse_attn_module(args.source, args.variant):
+            compiled = attention(args.group, args.head_dim, args.kv_tile, args.splits,
+                                 args.head_split, args.warps, args.stages, args.merge_kernel,
+                                 q=args.q, cache=args.cache, tma=args.tma,
+                                 table_first=args.table_first, scales=args.scales,
+                                 mode=args.mode)
+        name = (f"attention {args.mode} q {args.q} cache {args.cache} scales {args.scales} "
+                f"G {args.group} D {args.head_dim} kv_tile {args.kv_tile} splits {args.splits} "
+                f"head_split {args.head_split} warps {args.warps} stages {args.stages}"
+                f"{' merge kernel' if args.merge_kernel else ''}{' tma' if args.tma else ''}"
+                f"{' table first' if args.table_first else ''}{revision(args)}")
     elif args.kernel == "tiled":
-        compiled = tiled(args.group, args.head_dim, args.lanes, args.warps, args.stages,
-                         args.q, args.cache, args.topk, args.scales, not args.minima,
-                         args.tma)
+        with sparse_attn_module(args.source, args.variant):
+            compiled = tiled(args.group, args.head_dim, args.lanes, args.warps, args.stages,
+                             args.q, args.cache, args.topk, args.scales, not args.minima,
+                             args.tma)
         name = (f"tiled q {args.q} cache {args.cache} scales {args.scales} G {args.group} "
                 f"D {args.head_dim} lanes {args.lanes} topk {args.topk} warps {args.warps} "
                 f"stages {args.stages}{' minima' if args.minima else ' sorted union'}"
-                f"{' tma' if args.tma else ''}")
+                f"{' tma' if args.tma else ''}{revision(args)}")
     else:
         compiled = scorer(args.q, args.cache, args.head_dim, 1, args.block_q, args.warps,
                           args.stages)
