@@ -99,6 +99,19 @@ def run_decode(case, out_dtype=torch.bfloat16, splits=None, **scales):
                                       **case, output=out, **scales)
 
 
+def run_as_prefill_tiles(case, **scales):
+    """A one-row-per-request decode ``case`` (Q 1) as prefill rows of one token each, through
+    the query-tiled kernel (16 lanes); fp32 output."""
+    assert case["decode_query_len"] == 1
+    T = case["q"].shape[0]
+    out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
+    return sa.sparse_attn_with_launch(
+        dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2), "prefill",
+        case["q"], case["kv"], case["topk_idx"], case["block_table"],
+        torch.arange(T + 1, dtype=torch.int32, device=DEVICE), case["seq_lens"],
+        case["seq_lens"] - 1, 1, case["num_kv_heads"], case["sm_scale"], out, **scales)
+
+
 @pytest.mark.parametrize("G,Hkv,Q", [(16, 1, 1), (8, 2, 4), (4, 1, 4)])
 def test_decode_matches_float64(G, Hkv, Q):
     case, pos = decode_case([300, 130, 1], Q=Q, Hkv=Hkv, G=G, seed=G + Q)
@@ -233,19 +246,13 @@ def test_scalar_scales_where_products_are_not_fp16(q_dtype, kv_dtype):
     two splits and the query tile match float64."""
     case, pos = decode_case([270, 129], Q=1, Hkv=2, G=8, kv_dtype=kv_dtype, q_dtype=q_dtype,
                             seed=7)
-    kw = dict(k_scale=torch.tensor(0.75, device=DEVICE), v_scale=torch.tensor(1.5, device=DEVICE))
+    kw = dict(k_scale=torch.tensor(0.75, device=DEVICE),
+              v_scale=torch.tensor(1.5, device=DEVICE))
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
                           case["sm_scale"], **kw)
     for splits in (1, 2):
         check(run_decode(case, torch.float32, splits=splits, **kw), ref)
-    T = case["q"].shape[0]
-    out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
-    sa.sparse_attn_with_launch(
-        dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2), "prefill",
-        case["q"], case["kv"], case["topk_idx"], case["block_table"],
-        torch.arange(T + 1, dtype=torch.int32, device=DEVICE), case["seq_lens"],
-        case["seq_lens"] - 1, 1, 2, case["sm_scale"], out, **kw)
-    check(out, ref)
+    check(run_as_prefill_tiles(case, **kw), ref)
 
 
 @pytest.mark.parametrize("q_dtype,mode,size", [
@@ -338,15 +345,7 @@ def test_bf16_query_lanes_of_any_size_over_fp8_keys(kv_dtype):
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
                           case["sm_scale"])
     check(run_decode(case, torch.float32), ref)
-    # the same rows as prefill rows of the query-tiled kernel
-    T = case["q"].shape[0]
-    out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
-    sa.sparse_attn_with_launch(
-        dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2), "prefill",
-        case["q"], case["kv"], case["topk_idx"], case["block_table"],
-        torch.arange(T + 1, dtype=torch.int32, device=DEVICE), case["seq_lens"],
-        case["seq_lens"] - 1, 1, 2, case["sm_scale"], out)
-    check(out, ref)
+    check(run_as_prefill_tiles(case), ref)
 
 
 @pytest.mark.parametrize("kv_tile,splits", [(64, 1), (64, 4), (32, 8), (32, 32)])
