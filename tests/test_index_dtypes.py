@@ -144,6 +144,30 @@ def test_bf16_query_magnitudes_with_fp8_cache():
     _check_scores(got, inputs, Q)
 
 
+def test_bf16_query_elements_down_to_2_to_the_minus_31_of_the_largest_are_exact():
+    """§14.4: a bf16 query over an fp8 cache keeps every element down to 2^-32 of its lane's
+    largest exact. Keys that pick out one element (1 in its column, 0 elsewhere) score it
+    alone: a full-mantissa element 2^-31 below the largest (1.0) comes back bit for bit, as
+    in float64."""
+    D = 16
+    x = (1 + 127 / 128) * 2.0 ** -31
+    q = torch.zeros((1, 1, D))
+    q[0, 0, 0], q[0, 0, 1] = 1.0, x
+    cache = torch.zeros((2, 128, D))
+    cache[:, :, 1] = 1.0
+    inputs = dict(idx_q=q.to(torch.bfloat16).to(DEVICE),
+                  index_kv_cache=cache.to(torch.float8_e4m3fn).to(DEVICE),
+                  block_table=torch.tensor([[0, 1]], dtype=torch.int32, device=DEVICE),
+                  seq_lens=torch.tensor([256], dtype=torch.int32, device=DEVICE),
+                  max_seq_len=256)
+    got = generated.index_decode_scores(**inputs, init_blocks=0, local_blocks=0,
+                                        decode_query_len=1, max_decode_query_len=1)
+    ref = ref_decode_scores(inputs["idx_q"], inputs["index_kv_cache"], inputs["block_table"],
+                            inputs["seq_lens"], 0, 0, 1, 256)
+    assert ref[0, 0, 0].item() == x
+    assert torch.equal(got[0, 0, :2].cpu(), ref[0, 0, :2].cpu())
+
+
 @pytest.mark.parametrize("q_name", ["bf16", "fp8"])
 def test_nan_key_in_fp8_cache(q_name):
     """An fp8 NaN key widens to NaN: its token's product is NaN, which the block max skips, as

@@ -113,8 +113,10 @@ def check_exact(out, scores, seq_lens, Q, topk):
 
 
 def _special_rows(S):
-    """Score rows (length S) exercising NaN, +-inf, +-0, -1e30 and tie groups."""
+    """Score rows (length S) exercising NaN (both signs: inf - inf gives the negative one on
+    x86), +-inf, +-0, -1e30 and tie groups."""
     nan, inf = float("nan"), float("inf")
+    neg_nan = torch.tensor([-(1 << 22)], dtype=torch.int32).view(torch.float32)[0]  # 0xFFC00000
     rows = []
     r = torch.randn(S) * 0.1  # ties straddling 63/64, 127/128, 255/256 and chunk cuts 99/100
     for lo, hi in ((60, 68), (96, 104), (124, 132), (196, 204), (252, 260)):
@@ -122,7 +124,8 @@ def _special_rows(S):
     rows.append((r, 300))
     r = torch.full((S,), -inf)  # special values ranked among many -inf
     r[3], r[5], r[7], r[9], r[11] = nan, -1e30, 0.0, -0.0, inf
-    r[13], r[15], r[17], r[40], r[63], r[64] = -0.0, nan, -1e30, 1e30, 1e29, -0.0
+    r[13], r[15], r[17], r[40], r[63], r[64] = -0.0, neg_nan, -1e30, 1e30, 1e29, -0.0
+    assert bool(torch.isnan(r[15])) and int(r[15:16].view(torch.int32)) < 0
     rows.append((r, 70))
     rows.append((torch.full((S,), nan), 130))  # all NaN -> ids ascending
     r = torch.full((S,), -inf)

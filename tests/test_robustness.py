@@ -421,6 +421,14 @@ def test_empty_cache_rejected_only_when_blocks_exist():
     ids = _call({**inputs, "index_kv_cache": empty, "max_seq_len": 0,
                  "block_table": inputs["block_table"][:, :0]})
     assert (ids == -1).all()
+    # a page-16 table asked for at capacity 0: the table and lengths are written as zeros
+    table = torch.full((2, TOPK * 8), -9, dtype=torch.int32, device=DEVICE)
+    ctx = torch.full((2,), -9, dtype=torch.int32, device=DEVICE)
+    ids = _call({**inputs, "index_kv_cache": empty, "max_seq_len": 0,
+                 "block_table": inputs["block_table"][:, :0]},
+                attention_block_table=torch.zeros((2, 0), dtype=torch.int32, device=DEVICE),
+                sparse_block_table_out=table, sparse_context_lens_out=ctx, block_page_stride=8)
+    assert (ids == -1).all() and not table.any() and not ctx.any()
 
 
 def test_builder_ids_and_lengths_out_of_range():
@@ -437,6 +445,15 @@ def test_builder_ids_and_lengths_out_of_range():
     table, ctx = generated.build_sparse_block_table_decode(
         ids.to(DEVICE), attn.to(DEVICE), lens.to(DEVICE), 1, 16)
     ref_table, ref_ctx = reference_sparse_table(ids, attn, lens, 1, 16)
+    assert torch.equal(table.cpu(), ref_table) and torch.equal(ctx.cpu(), ref_ctx)
+    # without a tail block (position 199, its own block 1 not listed) ctx = min(n_valid · 128,
+    # causal_len) (§6): block 0 listed three times, 384 capped at 200
+    ids = torch.tensor([[[0, 0, 0, -1]]], dtype=torch.int32)
+    attn, lens = torch.tensor([[7, 3]], dtype=torch.int32), torch.tensor([200], dtype=torch.int32)
+    table, ctx = generated.build_sparse_block_table_decode(
+        ids.to(DEVICE), attn.to(DEVICE), lens.to(DEVICE), 1, 8)
+    ref_table, ref_ctx = reference_sparse_table(ids, attn, lens, 1, 8)
+    assert ref_ctx.tolist() == [200]
     assert torch.equal(table.cpu(), ref_table) and torch.equal(ctx.cpu(), ref_ctx)
 
 
