@@ -1,5 +1,6 @@
 """topk 1 and 2: the selector keeps at least two keys per row (tl.topk needs k ≥ 2); the first
-ids must equal the first ids of a wider selection (same total order).
+ids must equal the first ids of a wider selection (same total order), which is the reference
+selection of the call's scores.
 
 Each hardware target's selector comes from its table; the scorer is one fixed split launch (the
 scores are the same under every scorer, and the tables' wide scorer grids only cost
@@ -13,6 +14,8 @@ import torch
 
 import generated
 from decode_inputs import DEVICE
+from reference_topk import reference_topk
+
 R, Q, BLOCKS = 2, 2, 6
 HARDWARE = ("sm_90", "generic", "gfx950")
 
@@ -38,6 +41,13 @@ def _decode(args, topk, hardware):
     """index_decode with the fixed scorer and the hardware table's selector."""
     return generated.index_decode_with_launch(SCORER, None, *args, topk, 0, 1, 1, Q, Q,
                                               hardware=hardware)
+
+
+@pytest.mark.parametrize("hardware", HARDWARE)
+def test_top16_is_the_reference_selection_of_its_scores(hardware):
+    args, wide = _case(hardware)
+    scores = generated.index_decode_scores(*args, 0, 1, Q, Q, hardware=hardware)
+    assert torch.equal(wide.cpu(), reference_topk(scores, args[3], Q, 16))
 
 
 @pytest.mark.parametrize("topk", [1, 2, 3])
