@@ -26,7 +26,7 @@ import torch
 import generated
 from decode_inputs import DEVICE, make_decode_inputs, virtual_tensor
 from reference_index import ref_decode_scores
-from reference_topk import reference_sparse_table
+from reference_topk import reference_sparse_table, reference_topk
 
 HAS_CUDA = torch.cuda.is_available()
 TRIALS = 3 if not HAS_CUDA else 12
@@ -386,11 +386,20 @@ def test_scores_beyond_capacity_match_reference():
         torch.testing.assert_close(got[mask].cpu(), ref[mask.cpu()], **REF_TOL)
 
 
+def _selected_from_its_scores(inputs, ids, Q=1, Qmax=1):
+    """``ids`` of `_call` equal the reference selection of the call's own scores."""
+    got = generated.index_decode_scores(inputs["idx_q"], inputs["index_kv_cache"],
+                                        inputs["block_table"], inputs["seq_lens"],
+                                        inputs["max_seq_len"], 0, 1, Q, Qmax)
+    assert torch.equal(ids.cpu(), reference_topk(got, inputs["seq_lens"], Q, TOPK))
+
+
 def test_negative_seq_lens_are_empty_rows():
     inputs, _ = make_decode_inputs(1, 1, [300, 200], seed=8)
     inputs["seq_lens"] = torch.tensor([-5, 200], dtype=torch.int32, device=DEVICE)
     ids = _call(inputs)
     assert (ids[0, 0] == -1).all() and (ids[0, 1] >= 0).any()
+    _selected_from_its_scores(inputs, ids)
 
 
 @pytest.mark.parametrize("variant", ["split", "balanced"])
@@ -408,10 +417,11 @@ def test_page_ids_outside_the_cache(variant):
     mask = _written(ref).to(DEVICE)
     torch.testing.assert_close(got[mask].cpu(), ref[mask.cpu()], **REF_TOL)
     assert torch.isinf(ref[0, 0, 3]) and ref[0, 0, 3] < 0  # an unforced bad page: -inf
-    # and the whole call (selector, table) runs on them
-    ids = _call({**inputs, "idx_q": inputs["idx_q"][:, :1]}, decode_query_len=Q,
-                max_decode_query_len=QMAX)
+    # and the whole call selects from them
+    one_head = {**inputs, "idx_q": inputs["idx_q"][:, :1]}
+    ids = _call(one_head, decode_query_len=Q, max_decode_query_len=QMAX)
     assert ids.shape == (1, 2 * Q, TOPK)
+    _selected_from_its_scores(one_head, ids, Q, QMAX)
 
 
 def test_empty_cache_rejected_only_when_blocks_exist():
