@@ -765,3 +765,148 @@ def test_measured_targets_are_their_data_files():
     reg = registry.load()
     for name, target in TARGETS.items():
         assert reg.hardware[name].loc.file == f"specs/measured/{name}.json"
+
+
+# ---------------------------------------------------------------------------------------------
+# A new kernel family plugs in through the Family protocol (README: "How to add a kernel
+# family"): a spec file, a family module, a template; nothing in the core changes.
+
+TOY_SPEC = """\
+from codegen.model import NUM_WARPS, Param, TensorContract, Variant
+from codegen.policy import Axis, Policy, Rule, at_least, between
+
+HARDWARE = ("gfx950", "sm_90", "generic")
+X = TensorContract(name="x", rank=1, dtypes=("fp32",), doc="[N], contiguous")
+
+SPECS = [
+    Variant(family="scale_copy", name="scale_copy", template="scale_copy.py.j2",
+            output="scale_copy.py", hardware=HARDWARE, doc="out = x * alpha", tensors=(X,),
+            params=(Param(name="block", kind="int", pow2=True, maximum=4096,
+                          doc="elements per program"), NUM_WARPS),
+            constants=(("ALPHA_MAX", 8.0),)),
+    Policy(name="scale_copy", family="scale_copy", doc="block size by element count",
+           axes=(Axis(name="hardware", kind="enum", values=HARDWARE, doc="normalized target"),
+                 Axis(name="numel", kind="int", lo=1, doc="elements of x")),
+           rules=(Rule(when={"numel": between(1, 64)}, variant="scale_copy",
+                       params=dict(block=16, num_warps=1)),
+                  Rule(when={"numel": at_least(65)}, variant="scale_copy",
+                       params=dict(block=64, num_warps=2)))),
+]
+"""
+
+TOY_TEMPLATE = """\
+{{ header }}
+\"\"\"out = x * alpha.\"\"\"
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import _runtime as _rt
+from .dispatch import SCALE_COPY as _TABLE
+
+__all__ = ["scale_copy"]
+
+{% for k in constants %}
+{{ k.name }} = {{ k.value }}
+{% endfor %}
+
+
+@triton.jit
+def _scale_copy_kernel(x_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * alpha, mask=offs < n)
+
+
+def scale_copy(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    _rt.check_tensor("x", x, rank=1, dtypes={{ contracts.x.dtypes }})
+    if not abs(alpha) <= ALPHA_MAX:
+        raise ValueError(f"alpha: |{alpha}| > {ALPHA_MAX}")
+    out = torch.empty_like(x)
+    if x.numel():
+        launch = _TABLE.lookup(_rt.detect_hardware(x.device), x.numel()).params
+        _scale_copy_kernel[(triton.cdiv(x.numel(), launch["block"]),)](
+            x, out, alpha, x.numel(), BLOCK=launch["block"], num_warps=launch["num_warps"])
+    return out
+"""
+
+
+class ToyFamily:
+    """What codegen/families/<name>.py holds for a family declared directly in specs/."""
+    NAME = "scale_copy"
+    SPEC_TYPES = ()
+
+    @staticmethod
+    def expand(specs, hardware):
+        return [], [], None
+
+    @staticmethod
+    def check(reg):
+        pass
+
+    @staticmethod
+    def context(path, variants, reg):
+        from codegen.families.common import variant_file_context
+        return variant_file_context(path, variants, reg, ToyFamily.NAME)
+
+
+def test_a_new_family_plugs_in_through_the_protocol(spec_copy, tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    from codegen import families
+
+    templates = tmp_path / "templates"
+    shutil.copytree(render.TEMPLATE_DIR, templates)
+    (templates / "scale_copy.py.j2").write_text(TOY_TEMPLATE)
+    (spec_copy / "scale_copy.py").write_text(TOY_SPEC)
+    monkeypatch.setattr(render, "TEMPLATE_DIR", str(templates))
+    monkeypatch.setattr(families, "ALL", families.ALL + (ToyFamily,))
+
+    out = tmp_path / "toygen"
+    assert cli.main(["--specs", str(spec_copy), "regenerate", "--out", str(out)]) == 0
+    assert cli.main(["--specs", str(spec_copy), "regenerate", "--check", "--out", str(out)]) == 0
+    capsys.readouterr()
+    # every existing file is as the checkout's specs make it, apart from the ones that list
+    # every family (the dispatcher, its matrix, the runtime's launch parameters, the package)
+    made = {p: (out / p).read_text() for p in writer.existing_files(str(out))}
+    with open(os.path.join(GENERATED, "MANIFEST.json")) as f:
+        ours = set(json.load(f)["files"])
+    assert set(made) - ours == {"scale_copy.py", "MANIFEST.json"}
+    changed = set()
+    for p in ours:
+        with open(os.path.join(GENERATED, p)) as f:
+            if f.read() != made[p]:
+                changed.add(p)
+    assert changed == {"dispatch.py", "DISPATCH.md", "_runtime.py", "__init__.py"}, changed
+    assert "#   scale_copy (specs/scale_copy.py:8)" in made["scale_copy.py"]
+    assert "ALPHA_MAX = 8.0" in made["scale_copy.py"]
+    assert "## Policy `scale_copy`" in made["DISPATCH.md"]
+
+    # the package imports under another name and runs the new entry through its table
+    spec = importlib.util.spec_from_file_location("toygen", out / "__init__.py",
+                                                  submodule_search_locations=[str(out)])
+    package = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "toygen", package)
+    try:
+        spec.loader.exec_module(package)
+        _run_toy_package(package)
+    finally:
+        for name in [m for m in sys.modules if m.startswith("toygen.")]:
+            del sys.modules[name]
+
+
+def _run_toy_package(package):
+    import torch
+
+    assert "scale_copy" in package.__all__
+    table = package.dispatch.SCALE_COPY
+    assert table.lookup("generic", 64).params == {"block": 16, "num_warps": 1}
+    assert table.lookup("sm_90", 65).params == {"block": 64, "num_warps": 2}
+    for n in (1, 50, 200):
+        x = torch.randn(n, generator=torch.Generator().manual_seed(n))
+        assert torch.equal(package.scale_copy(x, -1.5), x * -1.5)
+    with pytest.raises(ValueError, match="x: dtype"):
+        package.scale_copy(torch.zeros(4, dtype=torch.int32), 1.0)
+    with pytest.raises(ValueError, match="alpha"):
+        package.scale_copy(torch.zeros(4), 9.0)
