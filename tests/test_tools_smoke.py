@@ -7,6 +7,7 @@ import os
 import runpy
 import subprocess
 import sys
+import textwrap
 import warnings
 
 import pytest
@@ -307,6 +308,44 @@ def test_gpu_check_names_tune_runs_by_their_inputs(tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     logs = sorted(p.name for p in tmp_path.glob("tune_*.log"))
     assert logs == ["tune_decode_q_dtype_fp32_cache_dtype_fp32.log"], logs
+
+
+@pytest.mark.parametrize("errors", [0, 2])
+def test_gpu_check_memcheck_runs_the_kernel_tests_and_counts_errors(tmp_path, errors):
+    """`gpu_check.sh memcheck` with a stand-in compute-sanitizer (it records its command line
+    and writes a log as memcheck does): the kernels' non-gpu tests, the caching allocator off,
+    and any error reported fails the run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "compute-sanitizer"
+    fake.write_text(textwrap.dedent(f"""\
+        #!/usr/bin/env bash
+        echo "$PYTORCH_NO_CUDA_MEMORY_CACHING $*" > "{tmp_path}/argv"
+        while [ $# -gt 0 ]; do
+          if [ "$1" = --log-file ]; then log=${{2/\\%p/123}}; fi
+          shift
+        done
+        if [ {errors} -gt 0 ]; then
+          echo "========= Invalid __global__ read of size 2 bytes" >> "$log"
+          echo "=========     at _sparse_attn_kernel+0x1f0" >> "$log"
+        fi
+        echo "========= ERROR SUMMARY: {errors} errors" >> "$log"
+        echo "3 passed"
+        """))
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh"), "memcheck",
+                          "-k", "merge"], cwd=ROOT,
+                         env={**os.environ, "OUT": str(out), "PYTHON": "true",
+                              "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+                         capture_output=True, text=True, timeout=60)
+    argv = (tmp_path / "argv").read_text()
+    assert argv.startswith("1 --tool memcheck --target-processes all"), argv
+    assert "tests/test_sparse_attn.py" in argv and "-m not gpu" in argv, argv
+    assert argv.rstrip().endswith("-k merge"), argv
+    assert f"memcheck: {errors} errors in 1 processes" in run.stdout, run.stdout
+    assert (run.returncode != 0) == (errors > 0), run.stdout[-2000:]
+    assert ("Invalid __global__ read" in run.stdout) == (errors > 0)
 
 
 def _launch_compare():

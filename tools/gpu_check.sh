@@ -10,7 +10,14 @@
 #   bash tools/gpu_check.sh tune decode [measure options]   #   repeat on a second machine)
 #   bash tools/gpu_check.sh tune prefill [measure options]
 #   bash tools/gpu_check.sh tune attention [measure options]
+#   bash tools/gpu_check.sh memcheck [test files or pytest options]
 #
+# `memcheck` runs the tests CI runs on the interpreter (small shapes, every edge case: holes,
+# ids past the table, pages outside the cache, garbage lengths, strided views) on the GPU under
+# compute-sanitizer's memcheck, each tensor its own allocation (PyTorch's caching allocator
+# off), so a kernel's read or write past the end of a tensor is reported (memcheck_*.log; a
+# tensor's bulk copies by the tensor memory accelerator are bounded by their descriptor and not
+# seen). Default files: the kernels' tests; `-k EXPR` or files narrow it.
 # `tune SECTION` writes $OUT/tune_<section>.json and its log; with --inputs,
 # tune_decode_<inputs>.json (choose each inputs' runs in their own call). The measurement stops
 # timing after TUNE_BUDGET_S seconds (default 400; the compile warm-up comes on top); split
@@ -30,8 +37,8 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 MODE=${1:-all}
 PY=${PYTHON:-python3}
-case "$MODE" in all|tune|bench-only|verify|prefill|attn) ;;
-  *) echo "usage: $0 [verify|bench-only|prefill|attn|tune router|tune decode|tune prefill|tune attention]"
+case "$MODE" in all|tune|bench-only|verify|prefill|attn|memcheck) ;;
+  *) echo "usage: $0 [verify|bench-only|prefill|attn|memcheck|tune router|tune decode|tune prefill|tune attention]"
      exit 2;; esac
 SECTION=
 if [ "$MODE" = tune ]; then
@@ -86,6 +93,28 @@ if [ "$MODE" = attn ]; then
   echo "== sparse-attention benchmark ($(date -u +%T))"
   $PY tools/bench_attn.py --out "$OUT" "$@" 2>&1 | tee "$OUT/bench_attn.log"
   bench_rc=$?
+fi
+
+if [ "$MODE" = memcheck ]; then
+  echo "== tests under compute-sanitizer memcheck ($(date -u +%T))"
+  args=("$@")
+  if [ ${#args[@]} -eq 0 ] || [ "${args[0]#-}" != "${args[0]}" ]; then
+    args=(tests/test_sparse_attn.py tests/test_robustness.py tests/test_index_*.py
+          tests/test_router_gemm.py tests/test_dropin.py "${args[@]}")
+  fi
+  rm -f "$OUT"/memcheck_*.log
+  # xdist workers are children: --target-processes all checks them; one log per process
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --target-processes all \
+      --print-limit 20 --log-file "$OUT/memcheck_%p.log" \
+      $PY -m pytest -q -m "not gpu" -p no:cacheprovider -n "${GPU_TEST_JOBS:-8}" "${args[@]}" \
+      2>&1 | tee "$OUT/gpu_tests.log"
+  tests_rc=$?
+  errors=$(grep -ho "ERROR SUMMARY: [0-9]*" "$OUT"/memcheck_*.log 2>/dev/null | awk '{s += $3} END {print s + 0}')
+  echo "memcheck: $errors errors in $(ls "$OUT"/memcheck_*.log 2>/dev/null | wc -l) processes"
+  if [ "$errors" != 0 ]; then
+    grep -h -A6 -E "^========= (Invalid|Program hit)" "$OUT"/memcheck_*.log | head -60
+    [ "$tests_rc" = 0 ] && tests_rc=1
+  fi
 fi
 
 if [ "$MODE" = all ] || [ "$MODE" = verify ]; then
