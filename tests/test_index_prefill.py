@@ -448,3 +448,353 @@ def test_a_request_range_past_int32_keeps_its_rows():
             outs.append(out)
         assert torch.equal(outs[0], outs[1]), (launch, outs)
         assert bool((outs[0][:, :4] >= -1).all()) and bool((outs[0][:, 4] == -7).all())
+
+
+# ---- paths the tests above leave unobserved (mutation audit) ---------------------------------
+
+def _spread_out(H, T, topk):
+    """An ``out`` [H, T, topk] with column stride 2 inside a -7 filled buffer (wider than
+    next_pow2(topk) · 2), and the buffer: everything but the view must stay -7."""
+    buf = torch.full((H, T, 16 + 2 * topk), -7, dtype=torch.int32, device=DEVICE)
+    return buf[:, :, 1:1 + 2 * topk:2], buf
+
+
+def _untouched(buf, out):
+    mask = torch.ones_like(buf, dtype=torch.bool)
+    mask[:, :, 1:1 + 2 * out.shape[2]:2] = False
+    return bool((buf[mask] == -7).all())
+
+
+def test_stream_folds_many_groups_as_the_two_kernels():
+    """Rows with many more visible blocks than next_pow2(topk): the streaming kernel merges
+    several groups of T blocks (skipping groups no key of which beats a row's T-th key); its ids
+    equal the two kernels' and the §4.1 order of the kernel's own scores, where the scores
+    decide (topk 2, no forcing) and with init / local forcing. ``out`` has column stride 2 and
+    nothing past topk is written."""
+    inp = make_inputs([1500, 700, 0], [20, 13, 9], H=2, seed=50)
+    T = inp["idx_q"].shape[0]
+    score = generated.index_prefill_score(**inp)
+    for topk, init, local in ((2, 0, 0), (3, 2, 2), (5, 1, 1)):
+        ref = ref_prefill_topk(score, inp["cu_seqlens_q"], inp["prefix_lens"], topk, init,
+                               local)
+        for launch in (TWO, stream(8), stream(16)):
+            out, buf = _spread_out(2, T, topk)
+            pi.index_prefill_with_launch(launch, **inp, topk=topk, init_blocks=init,
+                                         local_blocks=local, out=out)
+            assert torch.equal(out.cpu(), ref), (topk, launch)
+            assert _untouched(buf, out), (topk, launch)
+
+
+def test_selector_folds_many_tiles():
+    """Rows with more blocks than the selector's tile (block_k 16, up to 4 tiles): later tiles
+    merge into the running top-T, ties (small integer scores) and NaN keep the §4.1 order
+    across tiles; ``out`` has column stride 2 and nothing past topk is written."""
+    H, T, S = 2, 24, 64
+    cu = torch.tensor([0, 10, 24], dtype=torch.int32, device=DEVICE)
+    prefix = torch.tensor([8000, 2040], dtype=torch.int32, device=DEVICE)  # nb 63, 16 → 17
+    g = torch.Generator().manual_seed(51)
+    score = torch.randint(-3, 4, (H, T, S), generator=g).float()
+    score[0, 3, 40:44] = float("nan")
+    score[1, 12, 16] = 100.0
+    score = score.to(DEVICE)
+    launch = {"block_k": 16, "block_rows": 4, "num_warps": 4, "num_stages": None}
+    for topk, init, local in ((4, 0, 1), (3, 2, 2), (16, 1, 3)):
+        out, buf = _spread_out(H, T, topk)
+        _, run, _ = pi._plan_topk(score, cu, prefix, 14, topk, init, local, out, None,
+                                  launch=launch)
+        run(score, cu, prefix, out)
+        ref = ref_prefill_topk(score, cu, prefix, topk, init, local)
+        assert torch.equal(out.cpu(), ref), (topk, init, local)
+        assert _untouched(buf, out)
+
+
+def test_raw_scores_between_the_forced_values_rank_between_them():
+    """Forcing sets values (init 1e30, local 1e29), it does not put forced blocks first: a raw
+    block score in (1e29, 1e30) ranks after init blocks and before local ones, one above 1e30
+    before both (§3, §7). One-hot queries make every score an exact key value."""
+    inp = make_inputs([1000, 400], [12, 10], H=1, seed=52)
+    q = torch.zeros_like(inp["idx_q"].float())
+    q[:, :, 0] = 1.0
+    inp["idx_q"] = q.to(inp["idx_q"].dtype)
+    g = torch.Generator().manual_seed(52)
+    cache = inp["index_kv_cache"].float()
+    cache[:, :, 0] = torch.randn(cache.shape[:2], generator=g).to(cache.device) * 2.0 ** 97
+    pages = inp["block_table"].long()
+    cache[pages[0, 3], 5, 0] = 2.0 ** 100  # 1.27e30: above the init score
+    cache[pages[1, 1], 7, 0] = 2.0 ** 101
+    inp["index_kv_cache"] = cache.to(inp["index_kv_cache"].dtype)
+    ref = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"])
+    known = ~torch.isnan(ref)
+    assert bool(((ref[known] > 1e29) & (ref[known] < 1e30)).any())
+    assert bool((ref[known] > 1e30).any())
+    for topk, init, local in ((5, 1, 1), (8, 2, 2)):
+        want = ref_prefill_topk(ref.float(), inp["cu_seqlens_q"], inp["prefix_lens"], topk,
+                                init, local)
+        for launch in (TWO, stream(16)):
+            got = pi.index_prefill_with_launch(launch, **inp, topk=topk, init_blocks=init,
+                                               local_blocks=local)
+            assert torch.equal(got.cpu(), want), (topk, launch)
+
+
+def test_page_ids_outside_the_cache_score_minus_inf():
+    """§13 rule 4: a block whose page id is outside [0, num_pages) scores -inf (never page 0's
+    keys, nor the memory just past the cache); forcing still applies to it."""
+    inp = make_inputs([300, 0], [20, 10], H=1, seed=53)
+    cache = inp["index_kv_cache"]
+    pages = cache.shape[0]
+    big = torch.randn((pages + 1,) + tuple(cache.shape[1:]),
+                      generator=torch.Generator().manual_seed(53)).to(cache.dtype).to(DEVICE)
+    big[:pages] = cache
+    ref = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"])
+    scale = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"],
+                               absolute=True)
+    inp["index_kv_cache"] = big[:pages]  # the page past the cache holds finite keys
+    inp["block_table"] = inp["block_table"].clone()
+    inp["block_table"][0, 0] = pages
+    inp["block_table"][0, 1] = -1
+    ref[:, :20, :2] = float("-inf")  # request 0's rows (all see blocks 0 and 1)
+    score = generated.index_prefill_score(**inp)
+    known = ~torch.isnan(ref)
+    got = score[:, :, :ref.shape[2]].double()
+    assert bool((got[:, :20, :2] == float("-inf")).all())
+    finite = known & torch.isfinite(ref)
+    assert bool(((got - ref).abs()[finite] <= SCORE_REL * scale[finite] + 1e-30).all())
+    for topk, init, local in ((3, 0, 0), (3, 1, 1)):
+        want = ref_prefill_topk(score, inp["cu_seqlens_q"], inp["prefix_lens"], topk, init,
+                                local)
+        assert want[0, 0].tolist() == ([2, 0, 1] if init == 0 else [0, 2, 1])
+        for launch in (TWO, stream(16)):
+            got_ids = pi.index_prefill_with_launch(launch, **inp, topk=topk, init_blocks=init,
+                                                   local_blocks=local)
+            assert torch.equal(got_ids.cpu(), want), (topk, init, launch)
+
+
+def test_scores_only_where_written_negative_and_short_lengths():
+    """The scorer writes exactly the entries §7 defines, NaN elsewhere survives: blocks
+    b ≥ nb(p), rows with a negative position p (nb 0: their ids are all -1) and the columns
+    past the capacity. Keys at or past seq_lens[r] are invisible even where p is larger (a
+    block with no visible key scores -inf)."""
+    inp = make_inputs([-40, 250, 100], [60, 20, 30], H=2, extra=300, seed=54)
+    inp["seq_lens"] = torch.tensor([20, 200, 130], dtype=torch.int32, device=DEVICE)
+    mb = cdiv(inp["max_seq_len"], 128)
+    ref = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"])
+    # request 1 (rows 60..79, p = 250..269): block 2 holds no key below seq_len 200
+    rows2 = [60 + j for j in range(20) if (250 + j) // 128 >= 2]
+    ref[:, rows2, 2] = float("-inf")
+    for block_m, splits in ((16, 1), (16, 2)):
+        launch = dict(block_m=block_m, kv_splits=splits, num_warps=4, num_stages=2)
+        shape, run = pi._plan_scores(**inp, hardware=None, launch=launch)
+        s = torch.full(shape, float("nan"), device=DEVICE)
+        run(*score_args(inp).values(), s)
+        assert torch.equal(torch.isnan(s[:, :, :mb]).cpu(), torch.isnan(ref).cpu())
+        assert bool(torch.isnan(s[:, :, mb:]).all())
+        check_scores(inp, s)
+        assert bool((s[:, rows2, 2] == float("-inf")).all())
+    score = s
+    for topk, init, local in ((2, 0, 0), (3, 1, 1)):
+        want = ref_prefill_topk(score, inp["cu_seqlens_q"], inp["prefix_lens"], topk, init,
+                                local)
+        assert bool((want[:, :40] == -1).all())  # p < 0
+        for launch in (TWO, stream(16)):
+            got = pi.index_prefill_with_launch(launch, **inp, topk=topk, init_blocks=init,
+                                               local_blocks=local)
+            assert torch.equal(got.cpu(), want), (topk, launch)
+
+
+def test_saturated_positions_score_every_key_of_the_capacity():
+    """§13 rule 8 for the scores: a position saturated at 2³¹ − 2 sees every key of the
+    capacity (position + 1 must not wrap), bitwise as a position of 10⁶ does."""
+    inp = make_inputs([130, 10], [5, 3], seed=55, extra=500)  # capacity 6 blocks
+    mb = cdiv(inp["max_seq_len"], 128)
+    lens = torch.tensor([(1 << 31) - 1, 13], dtype=torch.int32, device=DEVICE)
+    scores, ids = [], []
+    for p in ((1 << 31) - 3, 10 ** 6):
+        a = dict(inp, seq_lens=lens,
+                 prefix_lens=torch.tensor([p, 10], dtype=torch.int32, device=DEVICE))
+        scores.append(generated.index_prefill_score(**a)[:, :5, :mb])
+        ids.append([pi.index_prefill_with_launch(launch, **a, topk=2, init_blocks=0,
+                                                 local_blocks=0) for launch in (TWO, stream(16))])
+    assert bool(torch.isfinite(scores[1]).all()) and torch.equal(scores[0], scores[1])
+    assert all(torch.equal(x, y) for x, y in zip(ids[0], ids[1]))
+
+
+def test_rows_outside_a_range_past_the_batch_are_left_alone():
+    """cu_seqlens_q [5, 35] over T = 20 tokens: rows 0..4 precede the range and rows ≥ 20 are
+    past the batch, so only rows 5..19 are request 0's (j = 0..14). Nothing is written outside
+    ``out`` (a view of a larger -7 buffer) or before row 5; rows 5..19 equal the call with the
+    same tokens at cu [0, 15]."""
+    inp = make_inputs([300], [20], seed=56)
+    q = torch.zeros((40,) + tuple(inp["idx_q"].shape[1:]), dtype=inp["idx_q"].dtype,
+                    device=DEVICE)
+    q[:20] = inp["idx_q"]
+    want_inp = dict(inp, idx_q=q[5:20],
+                    cu_seqlens_q=torch.tensor([0, 15], dtype=torch.int32, device=DEVICE),
+                    max_query_len=15)
+    got_inp = dict(inp, idx_q=q[:20],
+                   cu_seqlens_q=torch.tensor([5, 35], dtype=torch.int32, device=DEVICE))
+    for launch in (TWO, stream(16)):
+        want = pi.index_prefill_with_launch(launch, **want_inp, topk=3, init_blocks=0,
+                                            local_blocks=0)
+        buf = torch.full((1, 40, 3), -7, dtype=torch.int32, device=DEVICE)
+        pi.index_prefill_with_launch(launch, **got_inp, topk=3, init_blocks=0, local_blocks=0,
+                                     out=buf[:, :20])
+        assert bool((buf[:, :5] == -7).all()) and bool((buf[:, 20:] == -7).all()), launch
+        assert torch.equal(buf[:, 5:20], want), launch
+
+
+def test_more_requests_than_one_request_search_tile():
+    """140 requests of 0–2 tokens: more than one tile of the row → request search (32 requests
+    in the scorer's and streaming kernels, 128 in the selector); every row finds its own."""
+    g = torch.Generator().manual_seed(57)
+    qlen = torch.randint(0, 3, (140,), generator=g).tolist()
+    qlen[-1] = 2
+    prefix = torch.randint(0, 400, (140,), generator=g).tolist()
+    inp = make_inputs(prefix, qlen, seed=57)
+    score = generated.index_prefill_score(**inp)
+    check_scores(inp, score)
+    want = ref_prefill_topk(score, inp["cu_seqlens_q"], inp["prefix_lens"], 2, 0, 1)
+    assert torch.equal(generated.index_prefill_topk(score, **sel(inp), topk=2, init_blocks=0,
+                                                    local_blocks=1).cpu(), want)
+    got = pi.index_prefill_with_launch(stream(16), **inp, topk=2, init_blocks=0, local_blocks=1)
+    assert torch.equal(got.cpu(), want)
+
+
+def test_the_standalone_selector_stops_below_the_tie_field():
+    """A score tensor wider than MAX_SPARSE_BLOCKS columns: the selector never ranks a block
+    whose id does not fit the 16-bit tie field (§4.1: b + 1 ≤ 65534), however high its score."""
+    score = torch.full((1, 1, 65536), -1.0, device=DEVICE)
+    score[0, 0, 7] = 3.0
+    score[0, 0, 65535] = 9.0
+    cu = torch.tensor([0, 1], dtype=torch.int32, device=DEVICE)
+    prefix = torch.tensor([65536 * 128 - 1], dtype=torch.int32, device=DEVICE)
+    ids = generated.index_prefill_topk(score, cu, prefix, 1, 2, 0, 0)
+    assert ids.cpu().tolist() == [[[7, 0]]]
+
+
+@pytest.mark.parametrize("entry,change", [
+    ("score", "max_query_len"), ("topk", "init_blocks"), ("prefill", "local_blocks")])
+def test_a_changed_scalar_is_a_new_plan(entry, change):
+    """Each entry caches a plan per call key: a call differing from a cached one only in a
+    scalar argument computes with its own value."""
+    from generated import _runtime as rt
+    rt.clear_plans()
+    inp = make_inputs([300, 5], [40, 30], H=1, seed=58)
+    if entry == "score":
+        generated.index_prefill_score(**dict(inp, max_query_len=3))
+        check_scores(inp, generated.index_prefill_score(**inp))
+        return
+    score = generated.index_prefill_score(**inp)
+    if entry == "topk":
+        for init in (0, 2):
+            got = generated.index_prefill_topk(score, **sel(inp), topk=3, init_blocks=init,
+                                               local_blocks=0)
+            assert torch.equal(got.cpu(), ref_prefill_topk(
+                score, inp["cu_seqlens_q"], inp["prefix_lens"], 3, init, 0)), init
+        return
+    for local in (1, 3):
+        got = generated.index_prefill(**inp, topk=3, init_blocks=0, local_blocks=local)
+        assert torch.equal(got, pi.index_prefill_with_launch(TWO, **inp, topk=3, init_blocks=0,
+                                                             local_blocks=local)), local
+
+
+def _column_strided_table(t):
+    wide = torch.zeros((t.shape[1] + 1, t.shape[0]), dtype=t.dtype, device=t.device).t()
+    wide[:, :t.shape[1]] = t
+    assert wide.stride(1) != 1
+    return wide
+
+
+@pytest.mark.parametrize("change,error,match", [
+    (dict(block_table=lambda t: torch.cat([t, t[:1]])), ValueError, "block_table"),
+    (dict(block_table=_column_strided_table), ValueError, "block_table"),
+    (dict(index_kv_cache=lambda t: t[:0]), ValueError, "index_kv_cache"),
+    (dict(seq_lens=lambda t: torch.cat([t, t[:1]])), ValueError, "seq_lens"),
+    (dict(max_seq_len=-1), ValueError, "max_seq_len"),
+    (dict(init_blocks=-1), ValueError, "init_blocks"),
+    (dict(out=lambda t: torch.zeros((1, 1, 4), dtype=torch.int32, device=DEVICE)
+          .expand(1, 30, 4)), ValueError, "out"),
+])
+def test_more_rejections_name_the_argument(change, error, match):
+    inp = make_inputs([0, 100], [20, 10], seed=1, extra=200)
+    kw = dict(inp, topk=4, init_blocks=0, local_blocks=1, out=None)
+    for k, v in change.items():
+        kw[k] = v(kw[k]) if callable(v) else v
+    with pytest.raises(error, match=f"^{match}"):
+        generated.index_prefill(**kw)
+
+
+def test_stream_launch_refuses_a_topk_past_its_tile():
+    """The streaming kernel keeps next_pow2(topk) keys per row: a hand-given launch whose
+    topk_tile is smaller is refused naming topk (the table then takes the two kernels)."""
+    inp = make_inputs([0], [20], seed=59)
+    with pytest.raises(ValueError, match="^topk"):
+        pi.index_prefill_with_launch(stream(16, topk_tile=16), **inp, topk=17, init_blocks=0,
+                                     local_blocks=0)
+
+
+def test_topk_out_over_its_scores_is_refused_on_a_cached_plan():
+    """The plan's check that ``out`` shares no memory with the inputs runs on every call, not
+    only when the plan is made: a second call with the same layouts but ``out`` over its own
+    score tensor is refused."""
+    H, T, S, topk = 1, 4, 16, 3
+    cu = torch.tensor([0, T], dtype=torch.int32, device=DEVICE)
+    pre = torch.tensor([1000], dtype=torch.int32, device=DEVICE)
+    g = torch.Generator().manual_seed(60)
+    score = torch.randn((H, T, S), generator=g).to(DEVICE)
+    other = torch.zeros((H, T, S), device=DEVICE)
+    generated.index_prefill_topk(score, cu, pre, T, topk, 0, 0,
+                                 out=other.view(torch.int32)[:, :, :topk])
+    with pytest.raises(ValueError, match="^out: shares memory with score"):
+        generated.index_prefill_topk(score, cu, pre, T, topk, 0, 0,
+                                     out=score.view(torch.int32)[:, :, :topk])
+
+
+def test_the_selector_counts_a_max_query_len_past_the_tokens_as_the_token_count():
+    """§13 rule 8 where cu_seqlens_q starts below 0 (row x is token j = x + 1): over T = 5
+    rows, max_query_len 2³¹ − 1 counts as 5, so row 4 (j = 5) is left alone in the standalone
+    selector, exactly as with max_query_len 5."""
+    g = torch.Generator().manual_seed(61)
+    score = torch.randn((1, 5, 16), generator=g).to(DEVICE)
+    cu = torch.tensor([-1, (1 << 31) - 1], dtype=torch.int32, device=DEVICE)
+    pre = torch.tensor([300], dtype=torch.int32, device=DEVICE)
+    outs = []
+    for mql in (5, (1 << 31) - 1):
+        out = torch.full((1, 5, 3), -7, dtype=torch.int32, device=DEVICE)
+        generated.index_prefill_topk(score, cu, pre, mql, 3, 0, 1, out=out)
+        outs.append(out)
+    assert bool((outs[0][:, :4] >= 0).all()) and bool((outs[0][:, 4] == -7).all())
+    assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("name", ["cu_seqlens_q", "prefix_lens", "seq_lens"])
+def test_length_views_strided_past_int32_are_refused(name):
+    """§13 rule 1: the kernels take offsets along cu_seqlens_q, prefix_lens and seq_lens in
+    int32, so views whose elements lie 2³¹ or more apart are refused naming them."""
+    from decode_inputs import virtual_tensor
+    inp = make_inputs([0, 5], [4, 2], seed=62)
+    n = inp[name].shape[0]
+    S = cdiv(1 << 31, n - 1)  # the last element 2³¹ elements past the first
+    inp[name] = virtual_tensor((n - 1) * S + 1, torch.int32).as_strided((n,), (S,))
+    with pytest.raises(ValueError, match=f"^{name}"):
+        generated.index_prefill(**inp, topk=2, init_blocks=0, local_blocks=1)
+    if name != "seq_lens":
+        score = torch.zeros((1, 6, 16), device=DEVICE)
+        with pytest.raises(ValueError, match=f"^{name}"):
+            generated.index_prefill_topk(score, **sel(inp), topk=2, init_blocks=0,
+                                         local_blocks=1)
+
+
+def test_the_selector_reads_score_rows_past_int32_offsets():
+    """``score`` is the caller's: a view whose row stride puts row 2 past 2³¹ elements (each
+    stride below 2³¹) is read at its own rows, giving the ids of a contiguous copy."""
+    from decode_inputs import virtual_tensor
+    stride = (1 << 30) + 64
+    score = virtual_tensor(2 * stride + 16, torch.float32).as_strided((1, 3, 16),
+                                                                      (3 * stride, stride, 1))
+    g = torch.Generator().manual_seed(63)
+    want_score = torch.randn((1, 3, 16), generator=g).to(DEVICE)
+    score.copy_(want_score)
+    cu = torch.tensor([0, 3], dtype=torch.int32, device=DEVICE)
+    pre = torch.tensor([1500], dtype=torch.int32, device=DEVICE)
+    want = ref_prefill_topk(want_score, cu, pre, 4, 0, 1)
+    assert torch.equal(generated.index_prefill_topk(score, cu, pre, 3, 4, 0, 1).cpu(), want)
