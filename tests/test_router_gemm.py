@@ -907,6 +907,168 @@ def test_splitk_counter_is_not_allocated_during_capture(monkeypatch):
     assert _mod._COUNTERS == {}
 
 
+def test_splitk_launch_during_capture_reuses_the_counter(monkeypatch):
+    """Once the counter exists (an eager warm-up), a split-K launch under CUDA-graph capture
+    takes it as it is: no error, no new buffer, the same logits (capture is faked here)."""
+    x, w = make_inputs(4096, 8, 3, torch.float32, seed=seed_of("capture-reuse"))
+    params = splitk_params(3, split_k=2)
+    want = run_splitk(x, w, params)  # eager: the counter exists from here on
+    counter = splitk_counter(x.device)
+    monkeypatch.setattr(_mod, "_capturing", lambda device: True)
+    got = run_splitk(x, w, params)
+    assert torch.equal(got, want)
+    assert splitk_counter(x.device) is counter and not counter.any()
+
+
+def test_splitk_counter_slots_bound_the_expert_tiles(kernel_spy):
+    """Every expert tile has its own counter slot: 896 experts in tiles of 16 (the smallest
+    block_n the launcher promises) take 56 slots and launch; tiles of 8 would need 112, more
+    than the buffer holds, and are refused by name before anything runs."""
+    (K, N), M = BF16_WEIGHT_SHAPES[0], 1
+    x, w = make_inputs(K, N, M, torch.bfloat16, w_dtype=torch.bfloat16,
+                       seed=seed_of("counter-slots"))
+    out = torch.empty((M, N), device=DEVICE)
+    kernel_spy.execute = False  # only the launch matters here (896 experts: slow to interpret)
+    launch_router_gemm_splitk(x, w, out, **splitk_params(M, block_n=16, split_k=8))
+    assert [grid for grid, _ in kernel_spy.calls] == [(N // 16, 8)]
+    with pytest.raises(ValueError, match="^block_n: "):
+        launch_router_gemm_splitk(x, w, out, **splitk_params(M, block_n=8, split_k=8))
+    assert len(kernel_spy.calls) == 1
+
+
+def test_splitk_launch_passes_its_precision(kernel_spy):
+    """tf32x3 in the launch parameters (explicit, or a dispatch row's) is the kernel's
+    PRECISION: "tf32x3" when set, exact fp32 FMAs ("ieee") otherwise."""
+    if not (_rt.tf32_tensor_cores(DEVICE) or _rt.interpreting()):
+        pytest.skip("tf32x3 launches need TF32 tensor cores (test_splitk_tf32x3_needs_nvidia)")
+    kernel_spy.execute = False
+    x, w = make_inputs(4096, 8, 3, torch.float32, seed=seed_of("precision"))
+    for tf32x3 in (False, True):
+        launch_router_gemm_splitk(x, w, torch.empty((3, 8), device=DEVICE),
+                                  **splitk_params(3, split_k=2, tf32x3=tf32x3))
+    assert [kwargs["PRECISION"] for _, kwargs in kernel_spy.calls] == ["ieee", "tf32x3"]
+    seen = set()
+    for (K, N), M, dtype_name in itertools.product(SPEC_SHAPES, BUCKET_M.values(), DTYPES):
+        info = explain_router_gemm(K, N, M, "sm_90", dtype_name)
+        if info["kernel"] != "splitk":
+            continue
+        kernel_spy.calls.clear()
+        x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("precision", K, N, M))
+        router_gemm(x, w, hardware="sm_90")
+        (_, kwargs), = kernel_spy.calls
+        assert kwargs["PRECISION"] == ("tf32x3" if info["tf32x3"] else "ieee"), (K, N, M)
+        seen.add(info["tf32x3"])
+    assert True in seen  # the measured table has tf32x3 rows: the check above is not vacuous
+
+
+def _program_order(monkeypatch, order):
+    """Make the interpreter run a launch's programs in ``order(nx, ny, nz)`` (every program id
+    (x, y, z) once) instead of its nested x, y, z loops, as a GPU may schedule them."""
+    from triton.runtime import interpreter as itp
+
+    builder = itp.interpreter_builder
+    real = type(builder).set_grid_idx
+
+    def set_grid_idx(x, y, z):
+        nx, ny, nz = builder.grid_dim
+        ids = order(nx, ny, nz)
+        assert sorted(ids) == list(itertools.product(range(nx), range(ny), range(nz)))
+        real(builder, *ids[(x * ny + y) * nz + z])
+
+    monkeypatch.setattr(builder, "set_grid_idx", set_grid_idx)
+
+
+def _shuffled(nx, ny, nz):
+    ids = list(itertools.product(range(nx), range(ny), range(nz)))
+    perm = torch.randperm(len(ids), generator=torch.Generator().manual_seed(7)).tolist()
+    return [ids[i] for i in perm]
+
+
+PROGRAM_ORDERS = {
+    # the last K slice arrives first, the first one last
+    "reversed": lambda nx, ny, nz: list(itertools.product(range(nx), range(ny), range(nz)))[::-1],
+    # the expert tiles' programs interleave: tile fastest, then K slice
+    "tiles_interleaved": lambda nx, ny, nz: [(x, y, z) for z in range(nz) for y in range(ny)
+                                             for x in range(nx)],
+    "shuffled": _shuffled,
+}
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the GPU schedules programs itself (GPU tests: repeats)")
+@pytest.mark.parametrize("dtype_name,tf32x3", [("fp32", False), ("bf16", True)])
+def test_splitk_sum_does_not_depend_on_program_order(dtype_name, tf32x3, monkeypatch):
+    """§11: the last program of an expert tile to arrive sums the K-slice partials in a fixed
+    order, so the logits are the same bits whichever program arrives last and however the
+    tiles' programs interleave; every logit is written and the counter ends at zero."""
+    K, N, M = 1024, 40, 5  # 3 expert tiles of 16 (the last one masked), rows 5..15 masked
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("order", dtype_name))
+    params = splitk_params(M, block_n=16, block_k=64, split_k=4, tf32x3=tf32x3)
+    want = run_splitk(x, w, params)  # the interpreter's own order: tile by tile, ks ascending
+    check_logits(want, x, w)
+    counter = splitk_counter(x.device)
+    for name, order in PROGRAM_ORDERS.items():
+        _program_order(monkeypatch, order)
+        got = run_splitk(x, w, params)
+        assert torch.equal(got, want), name
+        assert not counter.any(), name
+
+
+def _guarded(values, fill, pad):
+    """A contiguous copy of ``values`` inside a flat buffer with ``pad`` elements of ``fill``
+    before and after it: (buffer, view)."""
+    n = values.numel()
+    buf = torch.full((n + 2 * pad,), fill, dtype=values.dtype, device=values.device)
+    view = buf[pad:pad + n].view(values.shape)
+    view.copy_(values)
+    return buf, view
+
+
+@pytest.mark.parametrize("kernel,split_k", [("per_expert", None), ("splitk", 1), ("splitk", 2)])
+def test_kernels_touch_only_their_tensors(kernel, split_k):
+    """§13: a kernel never writes outside `logits` (NaN guards on both sides survive, every
+    logit is written) and never uses a value outside x or w (NaN guards around both: a read
+    of one would reach the logits)."""
+    K, N, M = 1024, 40, 5  # partial row tiles; for split-K also a partial expert tile
+    x0, w0 = make_inputs(K, N, M, torch.float32, seed=seed_of("guards", kernel, split_k))
+    pad = 32 * N
+    x_buf, x = _guarded(x0, float("nan"), pad)
+    w_buf, w = _guarded(w0, float("nan"), pad)
+    out_buf, out = _guarded(torch.full((M, N), float("nan"), device=DEVICE), float("nan"), pad)
+    out_buf[:pad] = -7.0  # distinct guard values: a write of anything changes them
+    out_buf[-pad:] = 7.0
+    if kernel == "per_expert":
+        launch_router_gemm(x, w, out, block_m=4, block_e=8, block_k=256, num_warps=4,
+                           num_stages=1)
+    else:
+        # split_k 1 stores straight to the logits, 2 through the partials
+        launch_router_gemm_splitk(x, w, out, **splitk_params(M, block_n=16, block_k=128,
+                                                             split_k=split_k))
+    check_logits(out, x0, w0)
+    assert torch.equal(out_buf[:pad], torch.full_like(out_buf[:pad], -7.0))
+    assert torch.equal(out_buf[-pad:], torch.full_like(out_buf[-pad:], 7.0))
+    assert x_buf[:pad].isnan().all() and x_buf[-pad:].isnan().all()
+    assert w_buf[:pad].isnan().all() and w_buf[-pad:].isnan().all()
+    assert torch.equal(x, x0) and torch.equal(w, w0)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="GPU: test_gpu_splitk_tf32x3_accuracy")
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+def test_splitk_tf32x3_split_is_lossless_on_the_interpreter(dtype_name):
+    """The interpreter computes a tf32 dot in fp32, so tf32x3 (head·head + head·rest +
+    rest·head, a 16-bit operand unsplit) drops only rest·rest, under 2⁻²⁰ of a product: its
+    error against fp64 stays within a few times the exact fp32 FMA launch's."""
+    K, N, M = 1024, 32, 5
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("tf32x3-split", dtype_name))
+    ref = reference(x, w)
+    errors = {}
+    for tf32x3 in (False, True):
+        out = run_splitk(x, w, splitk_params(M, block_n=16, block_k=64, split_k=4,
+                                             tf32x3=tf32x3))
+        check_logits(out, x, w)
+        errors[tf32x3] = (out.double() - ref).abs().max().item()
+    assert errors[True] <= 4 * errors[False] + 1e-6, errors
+
+
 # -------------------------------------------------------------------------------------------
 # 5. router_logits (custom op kspec::router_logits), §12.18
 # -------------------------------------------------------------------------------------------
