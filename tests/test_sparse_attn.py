@@ -2199,3 +2199,497 @@ def test_a_one_element_scale_of_any_rank_is_a_scalar():
         out = torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE)
         outs.append(generated.sparse_attn_decode(**case, output=out, k_scale=k, v_scale=v))
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+# ---- host side: validation, plan keys, the step, shared buffers ---------------------------------
+
+def _poisoned(q, dtype=torch.bfloat16):
+    return torch.full(q.shape, float("nan"), dtype=dtype, device=DEVICE)
+
+
+def _small_prefill(seed, Hkv=1, G=4, kv_dtype=torch.bfloat16):
+    """Two requests (prefix 140 and 3 rows, prefix 60 and 2 rows) and a row of no request:
+    (q, kv, topk_idx, block_table, cu_seqlens_q, seq_lens, prefix_lens), max_query_len 3 and
+    the rows' positions."""
+    g = torch.Generator().manual_seed(seed)
+    D, topk, W, T = 64, 3, 3, 6
+    kv = make_cache(2 * W + 1, Hkv, D, "5d", kv_dtype, g)
+    table = torch.randperm(2 * W + 1, generator=g)[:2 * W].view(2, W).int()
+    cu = torch.tensor([0, 3, 5], dtype=torch.int32)
+    pre = torch.tensor([140, 60], dtype=torch.int32)
+    lens = pre + torch.tensor([3, 2], dtype=torch.int32)
+    pos = prefill_positions(cu, pre, lens, T, 3)
+    ids = block_lists(pos, Hkv, topk, W, g)
+    q = torch.randn((T, Hkv * G, D), generator=g).bfloat16()
+    return [t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)], 3, pos
+
+
+def test_scales_of_the_wrong_form_are_refused_naming_the_one_at_fault():
+    """§15: k_scale and v_scale come together, both scalars or both fp32 [Hkv, pages · 128]
+    with unit stride along slots and one KV-head stride; any other pair is a ValueError whose
+    message starts with the name of the scale at fault."""
+    case, _ = decode_case([300, 140], Q=1, Hkv=2, G=4, kv_dtype=FP8["e4m3"], seed=51)
+    shape = (2, case["kv"].shape[0] * BLOCK)
+    k, v = (scale_args(case, "per_token", 51)[n] for n in ("k_scale", "v_scale"))
+    out = torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE)
+    generated.sparse_attn_decode(**case, output=out, k_scale=k, v_scale=v)  # served
+    ones = torch.ones((3, 2 * shape[1] + 4), device=DEVICE)
+    scalar = torch.tensor(1.0, device=DEVICE)
+    for k_scale, v_scale, name in (
+            (None, v, "k_scale"), (k, None, "v_scale"),
+            (ones[:3, :shape[1]], v, "k_scale"),  # three KV heads for two
+            (k, ones[:2, :shape[1] + BLOCK], "v_scale"),  # a page too many
+            (ones[:2, :2 * shape[1]:2], v, "k_scale"),  # slot stride 2
+            (k, ones[:2, :2 * shape[1]:2], "v_scale"),
+            (scalar, v, "v_scale"), (k, scalar, "v_scale"),  # a scalar with per-token scales
+            (k, ones[:2, :shape[1]], "v_scale")):  # KV-head strides slots and 2 · slots + 4
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            generated.sparse_attn_decode(**case, output=out, k_scale=k_scale, v_scale=v_scale)
+
+
+def _decode_rejections():
+    T, Hq, D = 4, 16, 64
+    i32 = dict(dtype=torch.int32, device=DEVICE)
+    out = torch.zeros((T, Hq, D), dtype=torch.bfloat16, device=DEVICE)
+    return [  # (change, the argument named)
+        (dict(q=torch.zeros((T, Hq, 32), dtype=torch.bfloat16, device=DEVICE),
+              output=out[..., :32]), "q"),  # head dim outside the table's
+        (dict(q=torch.zeros((T, 64, D), dtype=torch.bfloat16, device=DEVICE),
+              output=torch.zeros((T, 64, D), dtype=torch.bfloat16, device=DEVICE)), "q"),  # G 64
+        (dict(kv=torch.zeros((8, 2, BLOCK, 2, D), dtype=torch.bfloat16, device=DEVICE)), "kv"),
+        (dict(kv=torch.zeros((8, 1, BLOCK, D), dtype=torch.bfloat16, device=DEVICE)), "kv"),
+        (dict(topk_idx=torch.zeros((2, T, 4), **i32)), "topk_idx"),  # two KV heads for one
+        (dict(topk_idx=torch.zeros((1, T, 0), **i32)), "topk_idx"),  # topk 0
+        (dict(block_table=torch.zeros((3, 4), **i32)), "block_table"),  # 3 rows for 2 requests
+        (dict(block_table=torch.zeros((2, 8), **i32)[:, ::2]), "block_table"),  # column stride
+        (dict(output=out.to(torch.float64)), "output"),
+        (dict(output=torch.zeros((T + 1, Hq, D), dtype=torch.bfloat16, device=DEVICE)), "output"),
+        (dict(output=torch.zeros((1, Hq, D), dtype=torch.bfloat16, device=DEVICE).expand(
+            T, Hq, D)), "output"),  # rows sharing memory
+        (dict(decode_query_len=0), "decode_query_len"),
+    ]
+
+
+@pytest.mark.parametrize("case_index", range(12))
+def test_decode_rejections_name_the_argument_at_fault(case_index):
+    """Each malformed argument of sparse_attn_decode is refused with an error whose message
+    starts with its name (not another argument's check failing later, nor a launch)."""
+    change, name = _decode_rejections()[case_index]
+    case, _ = decode_case([200, 10], Q=2, Hkv=1, G=16, seed=53)
+    kw = dict(case, output=torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE))
+    kw.update(change)
+    with pytest.raises((ValueError, TypeError), match=f"^{name}: "):
+        generated.sparse_attn_decode(**kw)
+
+
+def test_prefill_rejections_name_the_argument_at_fault():
+    """sparse_attn_prefill's own arguments: cu_seqlens_q of R + 1 entries, prefix_lens of R,
+    max_query_len ≥ 0, each refused by name."""
+    args, max_q, _ = _small_prefill(54)
+    q, kv, ids, table, cu, lens, pre = args
+    out = torch.zeros(q.shape, dtype=torch.bfloat16, device=DEVICE)
+    longer = torch.tensor([0, 3, 5, 6], dtype=torch.int32, device=DEVICE)
+    for bad, name in (((q, kv, ids, table, longer, lens, pre, max_q), "cu_seqlens_q"),
+                      ((q, kv, ids, table, cu, lens, torch.cat([pre, pre[:1]]), max_q),
+                       "prefix_lens"),
+                      ((q, kv, ids, table, cu, lens, pre, -1), "max_query_len")):
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            generated.sparse_attn_prefill(*bad, 1, 0.125, out)
+
+
+def test_cache_offsets_up_to_int32_are_served_and_past_it_refused():
+    """A page's last V element of a KV head exactly 2³¹ − 1 elements from its first K element
+    is addressed (in-page offsets are int32) and matches float64; one element further the
+    cache is refused naming kv (V's offset from K counts)."""
+    case, pos = decode_case([200], Q=1, Hkv=1, G=4, topk=2, kv_dtype=FP8["e4m3"], seed=55,
+                            extra_cols=0)
+    D = 64
+    v_off = (1 << 31) - 1 - (BLOCK - 1) * D - (D - 1)
+    storage = virtual_tensor(v_off + BLOCK * D + 16, torch.float8_e4m3fn)
+    vals = case["kv"][:1].contiguous()  # [1, 2, 128, 1, 64]: the only page of a 1 × 2 table
+    table = torch.zeros((1, 2), dtype=torch.int32, device=DEVICE)
+    ids = torch.tensor([[[0, -1]]], dtype=torch.int32, device=DEVICE)
+    kv = storage.as_strided((1, 2, BLOCK, 1, D), (0, v_off, D, D, 1))
+    kv[0, 0] = vals[0, 0]
+    kv[0, 1] = vals[0, 1]
+    out = _poisoned(case["q"], torch.float32)
+    generated.sparse_attn_decode(case["q"], kv, ids, table, case["seq_lens"], 1, 0.125, out, 1)
+    check(out, ref_sparse_attn(case["q"], vals, ids, table, pos, 1, 0.125))
+    past = storage.as_strided((1, 2, BLOCK, 1, D), (0, v_off + 1, D, D, 1))
+    with pytest.raises(ValueError, match="^kv: "):
+        generated.sparse_attn_decode(case["q"], past, ids, table, case["seq_lens"], 1, 0.125,
+                                     out, 1)
+
+
+def _on_a_new_plan(fn, *args, **kwargs):
+    from generated import _runtime
+    _runtime.clear_plans()
+    return fn(*args, **kwargs)
+
+
+def test_every_scalar_of_an_attention_call_keys_its_plan():
+    """A call that changes only a scalar (sm_scale by one fp32 ulp's worth, pdl, max_query_len,
+    hardware) takes a new plan and gives the results a new plan gives; one that changes
+    decode_query_len to a value the tensors do not fit is refused on every call."""
+    case, _ = decode_case([300, 140], Q=1, Hkv=1, G=4, seed=56)
+    out = lambda: torch.zeros(case["q"].shape, dtype=torch.float32, device=DEVICE)  # noqa: E731
+    a, b = 0.125, 0.12506
+    got_a = generated.sparse_attn_decode(**dict(case, sm_scale=a), output=out()).clone()
+    got_b = generated.sparse_attn_decode(**dict(case, sm_scale=b), output=out()).clone()
+    want_b = _on_a_new_plan(generated.sparse_attn_decode, **dict(case, sm_scale=b), output=out())
+    assert torch.equal(got_b, want_b) and not torch.equal(got_a, got_b)
+    generated.sparse_attn_decode(**case, output=out())  # (a plan of this key exists now)
+    before = len(sa._PLANS)
+    generated.sparse_attn_decode(**case, output=out(), pdl=False)
+    assert len(sa._PLANS) == before + 1
+    with pytest.raises(ValueError, match="^q: "):  # T = 2 rows are not 2 requests · 2
+        generated.sparse_attn_decode(**dict(case, decode_query_len=2), output=out())
+    # prefill: a smaller max_query_len leaves the later rows of each request zero
+    args, max_q, _ = _small_prefill(56)
+    full = generated.sparse_attn_prefill(*args, max_q, 1, 0.125, _poisoned(args[0])).clone()
+    got = generated.sparse_attn_prefill(*args, 1, 1, 0.125, _poisoned(args[0]))
+    assert bool((got[[1, 2, 4, 5]] == 0).all()) and torch.equal(got[[0, 3]], full[[0, 3]])
+    assert bool((full[[1, 2, 4]] != 0).any())
+    before = len(sa._PLANS)
+    for hardware in ("generic", "sm_90"):
+        generated.sparse_attn_prefill(*args, max_q, 1, 0.125, _poisoned(args[0]),
+                                      hardware=hardware)
+    assert len(sa._PLANS) == before + 2
+
+
+def _step_args(seed, lens=(700,), topk=2, W=6, Hkv=1, G=4, kv_dtype=torch.bfloat16):
+    """sparse_decode_step's positional arguments (Q 1, index head dim 16, head dim 64), the
+    block tables distinct: the attention's pages are not the index cache's."""
+    g = torch.Generator().manual_seed(seed)
+    R, D, Didx = len(lens), 64, 16
+    idx_q = torch.randn((R, Hkv, Didx), generator=g).bfloat16().to(DEVICE)
+    idx_cache = torch.randn((R * W + 1, BLOCK, Didx), generator=g).bfloat16().to(DEVICE)
+    idx_table = torch.randperm(R * W + 1, generator=g)[:R * W].view(R, W).int().to(DEVICE)
+    kv = make_cache(R * W + 2, Hkv, D, "5d", kv_dtype, g).to(DEVICE)
+    table = torch.randperm(R * W + 2, generator=g)[:R * W].view(R, W).int().to(DEVICE)
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device=DEVICE)
+    q = torch.randn((R, Hkv * G, D), generator=g).bfloat16().to(DEVICE)
+    return [idx_q, idx_cache, idx_table, q, kv, table, seq_lens, W * BLOCK, topk, 0, 1, Hkv, 1,
+            1, D ** -0.5, torch.zeros_like(q)]
+
+
+def test_every_scalar_of_a_decode_step_keys_its_plan():
+    """sparse_decode_step's plan key holds each scalar: a step that changes only max_seq_len,
+    topk, init_blocks, local_blocks or sm_scale gives what a new plan gives (ids and output),
+    which differs from the first step's."""
+    args = _step_args(57)  # one request of 6 blocks, topk 2, init 0, local 1
+    base = [t.clone() for t in generated.sparse_decode_step(*args)]
+    for pos, value in ((7, 3 * BLOCK), (8, 3), (9, 1), (10, 2), (14, 0.0625)):
+        changed = list(args)
+        changed[pos] = value
+        changed[15] = torch.zeros_like(args[15])
+        generated.sparse_decode_step(*args)  # (the first plan, cached)
+        got = [t.clone() for t in generated.sparse_decode_step(*changed)]
+        changed[15] = torch.zeros_like(args[15])
+        want = _on_a_new_plan(generated.sparse_decode_step, *changed)
+        assert got[1].shape == want[1].shape and torch.equal(got[1], want[1]), pos
+        assert torch.equal(got[0], want[0]), pos
+        assert not (torch.equal(want[0], base[0]) and torch.equal(want[1], base[1])), pos
+
+
+def test_decode_step_takes_ids_buffers_with_more_rows():
+    """topk_out may have more rows than the step's T (index_decode's ``out`` [H, ≥ T, topk]):
+    the ids are its first T rows, the attention reads those, the rest stay as they were."""
+    args = _step_args(58, lens=(700, 300))
+    want_out, want_ids = (t.clone() for t in generated.sparse_decode_step(*args))
+    ids_out = torch.full((1, 5, 2), -7, dtype=torch.int32, device=DEVICE)
+    out, ids = generated.sparse_decode_step(*args[:15], torch.zeros_like(args[15]),
+                                            topk_out=ids_out)
+    assert ids.data_ptr() == ids_out.data_ptr() and torch.equal(ids, want_ids)
+    assert torch.equal(out, want_out) and bool((ids_out[:, 2:] == -7).all())
+
+
+def test_decode_step_output_meeting_any_input_is_refused_on_every_call():
+    """The step's output shares no memory with idx_q, the scales or q, on a new plan and on
+    the cached one (a first step with its own output makes the plan)."""
+    args = _step_args(59, kv_dtype=FP8["e4m3"])
+    q, out = args[3], args[15]
+    scales = dict(k_scale=torch.tensor([0.5], device=DEVICE),
+                  v_scale=torch.tensor([2.0], device=DEVICE))
+    generated.sparse_decode_step(*args, **scales)
+    inside = out.view(-1).view(torch.float32)
+    idx_q = inside[:8].view(torch.bfloat16).view(args[0].shape)
+    idx_q.copy_(args[0])
+    with pytest.raises(ValueError, match="^output: shares memory with idx_q"):
+        generated.sparse_decode_step(idx_q, *args[1:], **scales)
+    for name in ("k_scale", "v_scale"):
+        inside[:1].copy_(scales[name])
+        with pytest.raises(ValueError, match=f"^output: shares memory with {name}"):
+            generated.sparse_decode_step(*args, **dict(scales, **{name: inside[:1]}))
+    with pytest.raises(ValueError, match="^output: shares memory with q"):  # cached plan
+        generated.sparse_decode_step(*args[:15], q, **scales)
+
+
+def test_attention_output_meeting_a_scale_is_refused_by_name():
+    case, _ = decode_case([300, 140], Q=1, Hkv=1, G=4, kv_dtype=FP8["e4m3"], seed=60)
+    out = torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE)
+    scales = dict(k_scale=torch.tensor([0.5], device=DEVICE),
+                  v_scale=torch.tensor([2.0], device=DEVICE))
+    generated.sparse_attn_decode(**case, output=out, **scales)
+    inside = out.view(-1).view(torch.float32)[:1]
+    for name in ("k_scale", "v_scale"):
+        inside.copy_(scales[name])
+        with pytest.raises(ValueError, match=f"^output: shares memory with {name}"):
+            generated.sparse_attn_decode(**case, output=out, **dict(scales, **{name: inside}))
+
+
+def test_decode_step_attention_per_sm_is_held_to_its_range():
+    from generated import _runtime
+    cap = _runtime.LAUNCH_PARAMS["sparse_attn"]["attention_per_sm"]
+    args = _step_args(61)
+    for bad in (cap.minimum - 1, cap.maximum + 1):
+        with pytest.raises(ValueError, match="^attention_per_sm: "):
+            sa.sparse_decode_step_with_launch(None, *args, attention_per_sm=bad)
+
+
+@pytest.mark.parametrize("scales", ["scalar", "per_token"])
+def test_prefill_entry_with_scales_matches_float64(scales):
+    """sparse_attn_prefill (the table's launch) over an fp8 cache with scalar or per-token
+    scales, k_scale and v_scale unlike each other: float64 with K scaled by k_scale and V by
+    v_scale."""
+    args, max_q, pos = _small_prefill(62, Hkv=2, kv_dtype=FP8["e4m3"])
+    q, kv, ids, table = args[:4]
+    case = dict(num_kv_heads=2, kv=kv)
+    kw = scale_args(case, scales, 62)
+    if scales == "scalar":
+        kw = dict(k_scale=torch.tensor(0.5, device=DEVICE),
+                  v_scale=torch.tensor(3.0, device=DEVICE))
+    else:
+        kw["v_scale"] = kw["v_scale"] * 4
+    out = generated.sparse_attn_prefill(*args, max_q, 2, 0.125, _poisoned(q, torch.float32), **kw)
+    check(out, ref_sparse_attn(q, kv, ids, table, pos, 2, 0.125, **kw))
+
+
+def _strided(t, step=2, extra=3):
+    """``t``'s values in a view whose every stride is ``step`` times its contiguous one, a few
+    elements into a larger buffer (the same dtype and shape, another layout)."""
+    big = torch.zeros(t.numel() * step + extra + 8, dtype=t.dtype, device=t.device)
+    view = big[extra:extra + t.numel() * step].view(*t.shape, step)[..., 0]
+    view.copy_(t)
+    return view
+
+
+PREFILL_WAYS = [dict(splits=2, num_warps=4, num_stages=2),
+                dict(splits=2, merge_kernel=True, num_warps=4, num_stages=2),
+                dict(variant="sparse_attn_tiled", lanes=16, num_warps=4, num_stages=2)]
+
+
+@pytest.mark.parametrize("launch", range(len(PREFILL_WAYS)))
+def test_strided_prefill_arguments_equal_the_contiguous_call(launch):
+    """Every host-side stride reaches the kernels (§13.1): a block table whose rows are wider
+    than it, cu_seqlens_q / prefix_lens / seq_lens of stride 2, per-token scales whose KV-head
+    stride is not pages · 128, a [pages, Hkv, 128, 2·D] cache whose d stride is 2 and a strided
+    output give the contiguous call's bits, in the split kernel (merged by the last split or
+    by the merge kernel) and the query-tiled one."""
+    args, max_q, _ = _small_prefill(63, Hkv=2, kv_dtype=FP8["e4m3"])
+    q, kv, ids, table, cu, lens, pre = args
+    hnd = torch.cat([kv[:, 0], kv[:, 1]], dim=-1).permute(0, 2, 1, 3).contiguous()
+    scales = scale_args(dict(num_kv_heads=2, kv=kv), "per_token", 63)
+    way = PREFILL_WAYS[launch]
+    want = sa.sparse_attn_with_launch(way, "prefill", q, hnd, ids, table, cu, lens, pre, max_q,
+                                      2, 0.125, _poisoned(q, torch.float32), **scales)
+    wide = torch.full((table.shape[0], table.shape[1] + 3), -1, dtype=torch.int32,
+                      device=DEVICE)
+    wide[:, :table.shape[1]] = table
+    slots = scales["k_scale"].shape[1]
+    heads = {n: torch.zeros((2, slots + 5), device=DEVICE) for n in scales}
+    for n in scales:
+        heads[n][:, :slots] = scales[n]
+    out = _strided(_poisoned(q, torch.float32))
+    got = sa.sparse_attn_with_launch(
+        way, "prefill", q, _strided(hnd), ids, wide[:, :table.shape[1]], _strided(cu),
+        _strided(lens), _strided(pre), max_q, 2, 0.125, out,
+        **{n: heads[n][:, :slots] for n in scales})
+    assert torch.equal(got, want)
+
+
+def test_strided_output_of_the_merge_kernel_and_a_strided_decode_table():
+    """Decode rows merged by the merge kernel into an output of non-contiguous strides, read
+    through a block table whose rows are wider than it: the contiguous call's bits."""
+    case, _ = decode_case([600, 300], Q=2, Hkv=2, G=4, topk=8, seed=64)
+    way = dict(splits=4, merge_kernel=True, num_warps=4, num_stages=2)
+    want = sa.sparse_attn_with_launch(way, "decode", **case,
+                                      output=_poisoned(case["q"], torch.float32))
+    table = case["block_table"]
+    W = table.shape[1]
+    wide = torch.full((table.shape[0], W + 3), -1, dtype=torch.int32, device=DEVICE)
+    wide[:, :W] = table
+    out = _strided(_poisoned(case["q"], torch.float32))
+    got = sa.sparse_attn_with_launch(way, "decode", **dict(case, block_table=wide[:, :W]),
+                                     output=out)
+    assert torch.equal(got, want)
+
+
+def test_arrival_counters_cover_every_program_of_a_launch(monkeypatch):
+    """A launch of several splits has one arrival counter per (row, KV head, head share): the
+    device's buffer grows to hold them all (head shares included) before the launch, and the
+    rows match float64."""
+    monkeypatch.setattr(sk, "_COUNTERS", {})
+    monkeypatch.setattr(sk, "_RETIRED", [])
+    monkeypatch.setattr(sk, "MIN_COUNTER_SLOTS", 1)
+    case, pos = decode_case([600, 300, 200], Q=1, Hkv=2, G=4, topk=8, seed=65)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+                          case["sm_scale"])
+    for rows, head_split in ((1, 1), (2, 1), (3, 1), (3, 2)):  # 2, 4, 6 and 12 counters
+        part = dict(case, q=case["q"][:rows], topk_idx=case["topk_idx"][:, :rows],
+                    block_table=case["block_table"][:rows], seq_lens=case["seq_lens"][:rows])
+        got = sa.sparse_attn_with_launch(
+            dict(splits=4, head_split=head_split, num_warps=4, num_stages=2), "decode", **part,
+            output=_poisoned(part["q"], torch.float32))
+        check(got, ref[:rows])
+        counters = sk._COUNTERS[case["q"].device]
+        assert counters.numel() >= rows * 2 * head_split and not counters.any()
+
+
+def test_a_merge_kernel_launch_of_one_split_writes_the_rows_itself():
+    """merge_kernel with one split (asked for, or splits clamped to the list's one tile)
+    launches no merge: the one-split bits."""
+    case, _ = decode_case([300, 140], Q=1, Hkv=1, G=4, topk=1, seed=66)
+    one = sa.sparse_attn_with_launch(dict(splits=1, num_warps=4, num_stages=2), "decode",
+                                     **case, output=_poisoned(case["q"], torch.float32))
+    for splits in (1, 4):
+        got = sa.sparse_attn_with_launch(
+            dict(splits=splits, merge_kernel=True, num_warps=4, num_stages=2), "decode",
+            **case, output=_poisoned(case["q"], torch.float32))
+        assert torch.equal(got, one), splits
+
+
+def test_shared_partials_serve_up_to_their_size_exactly(monkeypatch):
+    """shared_partials: a launch of up to SHARED_PARTIALS floats gets the device's buffer (of
+    that size), a larger one None (it allocates its own)."""
+    monkeypatch.setattr(sk, "_PARTIALS", {})
+    monkeypatch.setattr(sk, "SHARED_PARTIALS", 64)
+    device = torch.empty(0, device=DEVICE).device
+    assert sk.shared_partials(device, 65) is None and sk._PARTIALS == {}
+    buf = sk.shared_partials(device, 64)
+    assert buf is not None and buf.numel() == 64 and buf.dtype == torch.float32
+    assert sk.shared_partials(device, 1) is buf and sk.shared_partials(device, 65) is None
+
+
+def test_explain_refusals_name_its_own_arguments():
+    """§13.9: explain_sparse_attn names its own argument: kv_dtype for a 16-bit cache of the
+    other 16-bit type, where the entries name kv."""
+    for mode in ("decode", "prefill"):
+        for q_dtype, kv_dtype in (("bf16", "fp16"), ("fp16", "bf16")):
+            with pytest.raises(ValueError, match="^kv_dtype: "):
+                sa.explain_sparse_attn(mode, "generic", q_dtype, kv_dtype, "none", 4, 64, 1)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered", "ignore:invalid value encountered")
+def test_sm_scale_at_fp32s_largest_value_is_served():
+    """sm_scale may be any finite value within fp32's range (§15), its largest included: the
+    call is served (its scores overflow, which is the caller's business)."""
+    case, _ = decode_case([200, 10], Q=1, Hkv=1, G=4, seed=68)
+    big = float(torch.finfo(torch.float32).max)
+    generated.sparse_attn_decode(**dict(case, sm_scale=big), output=_poisoned(case["q"]))
+    generated.sparse_attn_decode(**dict(case, sm_scale=-big), output=_poisoned(case["q"]))
+
+
+def test_attention_with_launch_checks_pdl_as_the_entry_does():
+    """sparse_attn_with_launch(..., pdl=) raises what sparse_attn_decode raises: a TypeError
+    naming pdl for anything but a bool; pdl=False gives the same bits."""
+    case, _ = decode_case([300, 90], Q=1, Hkv=1, G=4, seed=69)
+    launch = dict(splits=2, num_warps=4, num_stages=2)
+    want = sa.sparse_attn_with_launch(launch, "decode", **case, output=_poisoned(case["q"]))
+    got = sa.sparse_attn_with_launch(launch, "decode", **case, output=_poisoned(case["q"]),
+                                     pdl=False)
+    assert torch.equal(got, want)
+    for bad in (1, None, "yes"):
+        with pytest.raises(TypeError, match="^pdl: "):
+            sa.sparse_attn_with_launch(launch, "decode", **case, output=_poisoned(case["q"]),
+                                       pdl=bad)
+
+
+def test_tma_layout_refuses_zero_strides():
+    """A cache whose pages or KV heads share memory (stride 0: an expanded view) is not one
+    the accelerator addresses (kv_tma_layout None: read by pointers)."""
+    one = torch.zeros((1, 2, BLOCK, 1, 64), dtype=torch.bfloat16)
+    assert sk.kv_tma_layout(one.expand(3, 2, BLOCK, 1, 64), 1, 64, 64) is None
+    assert sk.kv_tma_layout(one.expand(1, 2, BLOCK, 2, 64), 2, 64, 64) is None
+    assert sk.kv_tma_layout(one.expand(3, 2, BLOCK, 1, 64).contiguous(), 1, 64, 64) is not None
+
+
+def test_launch_grids_are_the_documented_ones(monkeypatch):
+    """§15 grids: the split kernel (T · Hkv · head_split, splits) with splits at most the tiles
+    of the list's power of two (next_pow2(topk) · 128 / kv_tile) and head_split at most G, the
+    merge kernel (T, Hq), the query-tiled kernel (cdiv(T, lanes / G), Hkv)."""
+    from generated import _runtime
+    grids, real = [], _runtime.KernelLaunch
+
+    def spy(kernel, grid, *args, **kwargs):
+        grids.append((kernel, tuple(grid)))
+        return real(kernel, grid, *args, **kwargs)
+
+    monkeypatch.setattr(_runtime, "KernelLaunch", spy)
+    case, _ = decode_case([300, 140], Q=1, Hkv=2, G=2, topk=3, seed=70)  # T 2, Hq 4
+    for way, want in ((dict(splits=2), (4, 2)), (dict(splits=4), (4, 4)),
+                      (dict(splits=8), (4, 4)), (dict(splits=8, kv_tile=64), (4, 8)),
+                      (dict(splits=32, kv_tile=32), (4, 16)),
+                      (dict(splits=2, head_split=2), (8, 2)),
+                      (dict(splits=2, head_split=4), (8, 2))):
+        grids.clear()
+        sa.sparse_attn_with_launch(dict(way, num_warps=4, num_stages=2), "decode", **case,
+                                   output=_poisoned(case["q"]))
+        assert grids == [(sk._sparse_attn_kernel, want)], (way, grids)
+    grids.clear()
+    sa.sparse_attn_with_launch(dict(splits=4, merge_kernel=True, num_warps=4, num_stages=2),
+                               "decode", **case, output=_poisoned(case["q"]))
+    assert grids == [(sk._sparse_attn_kernel, (4, 4)), (sk._sparse_attn_merge_kernel, (2, 4))]
+    args, max_q, _ = _small_prefill(70, Hkv=2)  # T 6, G 4: 4 rows a tile of 16 lanes
+    for lanes, want in ((16, (2, 2)), (32, (1, 2))):
+        grids.clear()
+        sa.sparse_attn_with_launch(dict(variant="sparse_attn_tiled", lanes=lanes, num_warps=4,
+                                        num_stages=2), "prefill", *args, max_q, 2, 0.125,
+                                   _poisoned(args[0]))
+        assert grids == [(sk._sparse_attn_tiled_kernel, want)], (lanes, grids)
+
+
+def test_v_pairs_need_an_even_page_stride_alone_too():
+    """An odd page stride alone (token, K-to-V and KV-head strides even, base aligned) keeps
+    an fp8 cache's V from being read as 16-bit pairs, and the call gives the contiguous
+    cache's bits."""
+    case, _ = decode_case([300, 140], Q=1, Hkv=2, G=4, kv_dtype=FP8["e4m3"], seed=71)
+    kv = case["kv"]
+    padded = torch.zeros((kv.shape[0], kv[0].numel() + 1), dtype=kv.dtype, device=DEVICE)
+    odd = padded[:, :kv[0].numel()].view(kv.shape)
+    odd.copy_(kv)
+    assert odd.stride(0) % 2 == 1 and odd.data_ptr() % 16 == 0
+    assert sk.v_pairs(case["q"], kv, 64) and not sk.v_pairs(case["q"], odd, 64)
+    want = generated.sparse_attn_decode(**case, output=_poisoned(case["q"], torch.float32))
+    got = generated.sparse_attn_decode(**dict(case, kv=odd),
+                                       output=_poisoned(case["q"], torch.float32))
+    assert torch.equal(got, want)
+
+
+def test_each_way_of_asking_for_pdl_reaches_the_launch(monkeypatch):
+    """On a device with programmatic launches (faked; the launches recorded, not run) the
+    decode attention is a programmatic dependent ("any"), the step's reads the ids only after
+    its wait ("ids"), and pdl=False / attention_pdl=False launch plainly ("none"), through the
+    entry, sparse_attn_with_launch and the step's plan alike; prefill launches plainly."""
+    from generated import _runtime
+    asked = []
+
+    def spy(*args, pdl="none", **kwargs):
+        asked.append(pdl)
+        return lambda *a: None
+
+    monkeypatch.setattr(_runtime, "programmatic_launch", lambda device: True)
+    monkeypatch.setattr(sa, "prepare_sparse_attn", spy)
+    _runtime.clear_plans()
+    case, _ = decode_case([300, 140], Q=1, Hkv=1, G=4, seed=72)
+    launch = dict(splits=2, num_warps=4, num_stages=2)
+    for pdl in (True, False):
+        generated.sparse_attn_decode(**case, output=_poisoned(case["q"]), pdl=pdl)
+        sa.sparse_attn_with_launch(launch, "decode", **case, output=_poisoned(case["q"]),
+                                   pdl=pdl)
+    args, max_q, _ = _small_prefill(72)
+    sa.sparse_attn_with_launch(launch, "prefill", *args, max_q, 1, 0.125, _poisoned(args[0]))
+    step = _step_args(72)
+    for attention_pdl in (True, False):
+        sa._StepPlan(*step, None, None, None, None, None, attention_pdl=attention_pdl)
+    assert asked == ["any", "any", "none", "none", "none", "ids", "none"]
