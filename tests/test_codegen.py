@@ -910,3 +910,375 @@ def _run_toy_package(package):
         package.scale_copy(torch.zeros(4, dtype=torch.int32), 1.0)
     with pytest.raises(ValueError, match="alpha"):
         package.scale_copy(torch.zeros(4), 9.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# More spec errors (a mutation audit found each rule below unchecked by the tests above)
+
+POLICY_OPEN = "SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=AXES, rules=(\n"
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("SPECS = (variant(params=(Param(name='block', kind='int', maximum=True),)),)\n",
+     "spec 'Param block', field 'maximum': must be int, got bool True"),
+    ("SPECS = (variant(name='Toy_A'),)\n",
+     "field 'name': must be a lower-case identifier, got 'Toy_A'"),
+    ("SPECS = (variant(name='toy-a'),)\n",
+     "field 'name': must be a lower-case identifier, got 'toy-a'"),
+    ("SPECS = (Variant('toy_a', family='toy', name='toy_a', template='t', output='toy.py', "
+     "doc='d', hardware=('generic',)),)\n",
+     "spec 'Variant': fields must be given by keyword"),
+    ("from codegen.model import TensorContract\n"
+     "SPECS = (variant(tensors=(TensorContract(name='x', rank=5, dtypes=('fp32',)),)),)\n",
+     "spec 'TensorContract x', field 'rank': must be in 0..4, got 5"),
+    ("from codegen.model import TensorContract\n"
+     "SPECS = (variant(tensors=(TensorContract(name='x', rank=1, dtypes=('fp64',)),)),)\n",
+     "field 'dtypes': unknown dtype 'fp64'"),
+    ("SPECS = (variant(output='../escape.py'),)\n",
+     "field 'output': must be a relative path inside generated/, got '../escape.py'"),
+    ("SPECS = (variant(constants=(('A', 1), ('A', 2))),)\n",
+     "field 'constants': constant 'A' given twice"),
+    ("SPECS = (variant(params=P + P),)\n", "field 'params': parameter(s) declared twice: block"),
+    ("SPECS = (variant(defaults=dict(block=3)),)\n",
+     "spec 'Variant toy_a', field 'defaults.block': must be a power of two, got 3"),
+    (POLICY_OPEN + "    Rule(when={}, variant='toy_a', params=dict(block=1 << 17)),)))\n",
+     "spec 'Rule', field 'params.block': must be in 1..65536, got 131072"),
+    (POLICY_OPEN + "    Rule(when={}, variant='toy_a', params=dict(block=None)),)))\n",
+     "spec 'Rule', field 'params.block': must not be None"),
+    (POLICY_OPEN + "    Rule(when={}, variant='toy_a', params=dict(block=2, warps=4)),)))\n",
+     "field 'params.warps': variant 'toy_a' has no launch parameter 'warps' (it has: block)"),
+    ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=(\n"
+     "    Axis(name='hardware', kind='enum', values=('generic', 'sm_90', 'generic'), doc='hw'),),\n"
+     "    rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),)))\n",
+     "spec 'Axis hardware', field 'values': values must be distinct: 'generic' given more than "
+     "once"),
+    ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=(AXES[0],\n"
+     "    Axis(name='n', kind='int', lo=8, hi=4, doc='count')),\n"
+     "    rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),)))\n",
+     "spec 'Axis n', field 'hi': must be ≥ lo (8), got 4"),
+], ids=["bool-for-int", "upper-case-name", "non-identifier-name", "positional-field",
+        "rank", "unknown-dtype", "output-outside", "constant-twice", "param-twice",
+        "bad-default", "param-above-maximum", "param-none", "param-unknown",
+        "axis-values-twice", "axis-hi-below-lo"])
+def test_more_bad_specs_fail_at_load_time(spec_copy, body, expected):
+    message = _load_with(spec_copy, BAD_VARIANT_HEADER + body)
+    assert expected in message, message
+    assert "zz_bad.py:" in message, message
+
+
+def test_spec_error_names_the_top_level_line_through_nested_helpers(spec_copy):
+    """A helper calling a helper: the line that built the spec, then the top-level line."""
+    text = BAD_VARIANT_HEADER + "\n\ndef twice(**kw):\n    return variant(**kw)\n\n\n" \
+        "SPECS = (\n    twice(doc=3),\n)\n"
+    message = _load_with(spec_copy, text)
+    lines = text.splitlines()
+    call = lines.index("    twice(doc=3),") + 1
+    built = lines.index("    return Variant(**args)") + 1
+    assert f"zz_bad.py:{built} (via :{call}): spec 'Variant toy_a', field 'doc'" in message, \
+        message
+
+
+def test_router_block_k_zero_is_a_spec_error(spec_copy):
+    """A zero tile is not a power of two (and must not reach `hidden_size % block_k`)."""
+    from codegen.model import is_pow2
+
+    assert [n for n in range(-2, 9) if is_pow2(n)] == [1, 2, 4, 8]
+    _router_with(spec_copy, GENERIC_LAST.replace("block_k=1024", "block_k=0"))
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    message = str(info.value)
+    assert "router_gemm.py:" in message and "block_k" in message, message
+
+
+def test_buckets_may_be_listed_in_any_order(spec_copy):
+    """Bucket rows are checked for gaps and overlaps as a set: listed from the top down, they
+    load and each count takes its own bucket's parameters."""
+    from codegen.policy import lookup
+
+    (spec_copy / "zz_toy.py").write_text(BAD_VARIANT_HEADER + POLICY_OPEN + (
+        "    Rule(when={}, variant='toy_a', by=Buckets(axis='n', rows=(\n"
+        "        (9, None, dict(block=4)), (1, 8, dict(block=2))))),)))\n"))
+    reg = registry.load(str(spec_copy))
+    policy, rules = reg.policies["toy"], reg.tables["toy"]
+    assert [dict(lookup(policy, rules, ("sm_90", n)).params) for n in (1, 8, 9, 64)] == \
+        [{"block": 2}, {"block": 2}, {"block": 4}, {"block": 4}]
+
+
+@pytest.mark.parametrize("rules, expected", [
+    ("    Rule(when={'n': between(0, 64)}, variant='toy_a', params=dict(block=2)),",
+     "field 'when.n': range 0..64 leaves the axis domain 1..64"),
+    ("    Rule(when={'n': between(8, 4)}, variant='toy_a', params=dict(block=2)),",
+     "field 'when.n': range 8..4 is empty"),
+    ("    Rule(when={'hardware': none_of('tpu')}, variant='toy_a', params=dict(block=2)),",
+     "field 'when.hardware': value 'tpu' is not in the axis domain (gfx950, sm_90, generic)"),
+    ("    Rule(when={'hardware': none_of('gfx950', 'sm_90', 'generic')}, variant='toy_a',\n"
+     "         params=dict(block=2)),",
+     "field 'when.hardware': condition matches no value"),
+    ("    Rule(when={'hardware': between(1, 2)}, variant='toy_a', params=dict(block=2)),",
+     "field 'when.hardware': a range needs an int axis; this axis is an enum"),
+    ("    Rule(when={}, variant='toy_b', params=dict(block=2)),",
+     "field 'variant': no variant 'toy_b' in family 'toy' (known: toy_a, toy_c)"),
+    ("    Rule(when={}, variant='toy_c', params=dict(block=2)),",
+     "field 'variant': variant 'toy_c' is not declared for hardware 'gfx950' (it supports: "
+     "sm_90, generic)"),
+    ("    Rule(when={}, variant='toy_a', by=Buckets(axis='hardware', rows=(\n"
+     "        (1, None, dict(block=2)),))),",
+     "field 'by.axis': bucket axis must be an int axis of the policy, got 'hardware'"),
+    ("    Rule(when={}, variant='toy_a', params=dict(block=2), by=Buckets(axis='n', rows=(\n"
+     "        (1, None, dict(block=4)),))),",
+     "field 'by.block': set both by the rule and by its bucket"),
+    ("    Rule(when={'n': between(1, 8)}, variant='toy_a', by=Buckets(axis='n', rows=(\n"
+     "        (9, None, dict(block=4)),))),",
+     "field 'by': no bucket intersects the rule's own range"),
+    ("    Rule(when={'n': between(2, 64)}, variant='toy_a', params=dict(block=2)),",
+     "gap: no rule covers hardware=gfx950, n=1"),
+], ids=["range-leaves-domain", "empty-range", "none-of-unknown", "none-of-everything",
+        "range-on-enum", "variant-of-another-family", "variant-not-for-hardware",
+        "buckets-on-enum-axis", "param-in-rule-and-bucket", "no-bucket-intersects",
+        "gap-below-the-first-rule"])
+def test_bad_rules_fail_at_load_time(spec_copy, rules, expected):
+    """Each rule is checked against the policy's axes and the variants it may name."""
+    others = ("from codegen.policy import none_of\n"
+              "OTHERS = (variant(name='toy_b', family='other', output='other.py'),\n"
+              "          variant(name='toy_c', hardware=('sm_90', 'generic')))\n")
+    body = others + "SPECS = OTHERS + (variant(), Policy(name='toy', family='toy', doc='d', " \
+        "axes=AXES, rules=(\n" + rules + "\n)))\n"
+    message = _load_with(spec_copy, BAD_VARIANT_HEADER + body)
+    assert expected in message, message
+    assert "zz_bad.py:" in message, message
+
+
+def test_an_overlap_is_reported_at_the_later_rule(spec_copy):
+    """The overlap error's own location is the rule that overlaps an earlier one (README: the
+    proof fails "naming the spec line"), not the policy's."""
+    text = BAD_VARIANT_HEADER + POLICY_OPEN + (
+        "    Rule(when={}, variant='toy_a', params=dict(block=2)),\n"
+        "    Rule(when={'n': between(4, 8)}, variant='toy_a', params=dict(block=4)),)))\n")
+    message = _load_with(spec_copy, text)
+    lines = text.splitlines()
+    first = lines.index("    Rule(when={}, variant='toy_a', params=dict(block=2)),") + 1
+    later = first + 1
+    assert message.startswith(
+        f"specs/zz_bad.py:{later}: spec 'Policy toy', field 'rules': overlap: rule at "
+        f"specs/zz_bad.py:{later} and rule at specs/zz_bad.py:{first} both cover "
+        f"hardware=gfx950, n=4"), message
+
+
+def test_outside_region_naming_an_unknown_axis_fails_at_load_time(spec_copy):
+    message = _load_with(spec_copy, BAD_VARIANT_HEADER + (
+        "from codegen.policy import Outside\n"
+        "SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=AXES,\n"
+        "    rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),),\n"
+        "    outside=(Outside(when={'warps': 1}, reason='warps: none'),)))\n"))
+    assert "spec 'Outside', field 'when.warps': policy 'toy' has no axis 'warps'" in message, \
+        message
+    assert "zz_bad.py:" in message, message
+
+
+def test_first_axis_must_be_hardware(spec_copy):
+    message = _load_with(spec_copy, BAD_VARIANT_HEADER + (
+        "SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=AXES[::-1],\n"
+        "    rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),)))\n"))
+    assert "spec 'Policy toy', field 'axes': the first axis must be 'hardware'" in message, \
+        message
+    assert "zz_bad.py:" in message, message
+
+
+def test_specs_may_hold_only_spec_objects(spec_copy):
+    message = _load_with(spec_copy, BAD_VARIANT_HEADER + "SPECS = (variant(), AXES[1])\n")
+    assert "zz_bad.py:" in message and "spec 'Axis': SPECS may hold only Hardware, Variant, " \
+        "Policy or family spec objects" in message, message
+
+
+def test_the_generic_fallback_target_must_be_declared(spec_copy):
+    message = _load_error(spec_copy, "hardware.py", 'Hardware(name="generic", vendor="any",',
+                          'Hardware(name="fallback", vendor="any",')
+    assert message == "spec 'Hardware', field 'name': the fallback hardware target 'generic' " \
+        "must be declared", message
+
+
+def test_an_alias_naming_two_targets_is_refused(spec_copy):
+    message = _load_error(spec_copy, "hardware.py", "aliases=(),", 'aliases=("mi355x",),')
+    line = _line_of(spec_copy, "hardware.py", 'Hardware(name="generic", vendor="any",')
+    assert f"hardware.py:{line}: spec 'Hardware generic', field 'aliases': alias 'mi355x' " \
+        f"already names 'gfx950'" in message, message
+
+
+def test_a_policy_axis_naming_unknown_hardware_is_refused(spec_copy):
+    message = _load_with(spec_copy, BAD_VARIANT_HEADER + (
+        "HW = Axis(name='hardware', kind='enum', values=('gfx950', 'sm_90', 'generic', 'tpu_v9'),\n"
+        "          doc='hw')\n"
+        "SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=(HW, AXES[1]),\n"
+        "    rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),)))\n"))
+    line = BAD_VARIANT_HEADER.count("\n") + 1
+    assert f"zz_bad.py:{line}: spec 'Policy toy', field 'axes.hardware': unknown hardware " \
+        f"target 'tpu_v9'" in message, message
+
+
+def test_two_policies_with_the_same_name_are_refused(spec_copy):
+    message = _load_with(spec_copy, BAD_VARIANT_HEADER + (
+        "def toy():\n"
+        "    return Policy(name='toy', family='toy', doc='d', axes=AXES,\n"
+        "                  rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),))\n"
+        "SPECS = (variant(), toy(), toy())\n"))
+    assert "spec 'Policy toy', field 'name': two specs with the same name" in message, message
+    assert "zz_bad.py:" in message, message
+
+
+def test_a_spec_directory_must_be_a_package(tmp_path):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "hardware.py").write_text("SPECS = ()\n")
+    with pytest.raises(SpecError, match=r"spec directory must be a package \(__init__\.py\)"):
+        registry.load(str(tmp_path / "specs"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering: canonical form, input hash, strict templates
+
+
+def test_canonical_form_does_not_depend_on_dict_order():
+    a = {"b": 1, "a": {"y": 2.0, "x": (1, None)}}
+    b = {"a": {"x": (1, None), "y": 2.0}, "b": 1}
+    assert render.canonical(a) == render.canonical(b)
+    assert render.canonical({"a": 1}) != render.canonical({"a": 1.0})  # explicit types
+
+
+def _hash_of(text: str) -> str:
+    return next(line for line in text.splitlines() if "inputs-sha256:" in line)
+
+
+def test_input_hash_covers_the_template_and_the_context(tmp_path, monkeypatch):
+    """The header's hash changes with the template's text (even where the output does not)
+    and with the render context (even where the template does not read it)."""
+    reg = registry.load()
+    artifact = next(a for a in render.artifacts(reg) if a.path == "dispatch.py")
+    before = render.render(artifact)
+    templates = tmp_path / "templates"
+    shutil.copytree(render.TEMPLATE_DIR, templates)
+    with open(templates / "dispatch.py.j2", "a", encoding="utf-8") as f:
+        f.write("{# a comment renders nothing #}")
+    monkeypatch.setattr(render, "TEMPLATE_DIR", str(templates))
+    after = render.render(artifact)
+    assert after.replace(_hash_of(after), "") == before.replace(_hash_of(before), "")
+    assert _hash_of(after) != _hash_of(before)
+    monkeypatch.undo()
+    plain = render.Artifact(path="_interpreter.py", template="interpreter.py.j2", specs=(),
+                            context={})
+    other = render.Artifact(path="_interpreter.py", template="interpreter.py.j2", specs=(),
+                            context={"unused": 1})
+    assert _hash_of(render.render(plain)) != _hash_of(render.render(other))
+
+
+def test_templates_render_strictly():
+    """An undefined name in a template is an error, not an empty string."""
+    import jinja2
+
+    with pytest.raises(jinja2.UndefinedError):
+        render.render(render.Artifact(path="dispatch.py", template="dispatch.py.j2", specs=(),
+                                      context={}))
+
+
+def test_variants_writing_one_file_must_agree_on_its_template(spec_copy):
+    (spec_copy / "zz_toy.py").write_text(BAD_VARIANT_HEADER + (
+        "SPECS = (variant(), variant(name='toy_b', template='index_topk.py.j2'))\n"))
+    reg = registry.load(str(spec_copy))
+    with pytest.raises(SpecError, match="variants writing toy.py disagree on template/family: "
+                                        r"\['index_topk.py.j2', 'moe_router.py.j2'\] / "
+                                        r"\['toy'\]"):
+        render.artifacts(reg)
+
+
+def test_write_keeps_a_file_that_only_quotes_the_generated_header(tmp_path, files):
+    """Only a file that opens with the do-not-edit header is taken for a generated one."""
+    out = tmp_path / "gen"
+    writer.write(str(out), files)
+    quoting = "# notes\n" + "#" * 300 + "\n# the header reads: " + render.HEADER_MARK + "\n"
+    (out / "notes.py").write_text(quoting)
+    assert writer.write(str(out), files) == {"written": [], "deleted": [], "kept": ["notes.py"]}
+    assert (out / "notes.py").read_text() == quoting
+
+
+def test_check_fails_on_a_whitespace_edit_and_a_hidden_extra_file(copy_of_generated, capsys):
+    target = copy_of_generated / "dispatch.py"
+    target.write_text(target.read_text() + "\n")
+    (copy_of_generated / ".stray.py").write_text("x = 1\n")
+    (copy_of_generated / "sub").mkdir()
+    (copy_of_generated / "sub" / "deep.py").write_text("x = 1\n")
+    code, out, err = _check(copy_of_generated, capsys)
+    assert code == 1, out + err
+    assert f"--- {copy_of_generated}/dispatch.py (on disk)" in out, out
+    assert f"extra: {copy_of_generated}/.stray.py (no spec produces it)" in out, out
+    assert f"extra: {copy_of_generated}/sub/deep.py (no spec produces it)" in out, out
+
+
+def test_explain_takes_hardware_aliases(capsys):
+    def explain(hardware):
+        assert cli.main(["explain", "router_gemm", f"hardware={hardware}", "shape=6144x128",
+                         "x_dtype=fp32", "num_tokens=20", "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    assert explain("MI355X") == explain("gfx950")
+
+
+def test_explain_a_point_outside_the_domain_fails_with_its_reason(capsys):
+    """An Outside region (a shape serving fewer tokens than the axis spans): exit 1, the
+    region's reason on stderr."""
+    argv = ["explain", "router_gemm", "hardware=sm_90", "shape=7168x896", "x_dtype=bf16"]
+    assert cli.main(argv + ["num_tokens=9"]) == 0
+    capsys.readouterr()
+    assert cli.main(argv + ["num_tokens=10"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        "codegen explain: policy 'router_gemm': hardware=sm_90, shape=(7168, 896), "
+        "x_dtype=bf16, num_tokens=10 is outside the domain (num_tokens: the (7168, 896) router "
+        "GEMM serves at most 9 tokens)\n"), captured
+
+
+def test_explain_without_every_axis_names_the_missing_ones(capsys):
+    assert cli.main(["explain", "router_gemm", "hardware=sm_90", "x_dtype=bf16"]) == 2
+    assert capsys.readouterr().err == "codegen explain: give a value for shape, num_tokens\n"
+
+
+def test_list_hardware_filter_leaves_out_variants_of_other_targets(spec_copy, capsys):
+    (spec_copy / "zz_toy.py").write_text(BAD_VARIANT_HEADER + (
+        "SPECS = (variant(hardware=('sm_90', 'generic')),)\n"))
+    for hardware, listed in (("gfx950", False), ("h200", True)):
+        assert cli.main(["--specs", str(spec_copy), "list", "--json", "--hardware",
+                         hardware]) == 0
+        names = {r["name"] for r in json.loads(capsys.readouterr().out)}
+        assert ("toy_a" in names) == listed and "index_score_split" in names, (hardware, names)
+
+
+def test_generated_table_explain_names_the_row_it_matched():
+    import generated
+
+    table = generated.dispatch.ROUTER_GEMM
+    point = table.point(hardware="gfx950", shape=(6144, 128), x_dtype="fp32", num_tokens=20)
+    row = table.lookup(*point)
+    assert table.explain(*point) == {"policy": "router_gemm", "rule": row.index,
+                                     "where": row.where, "note": row.note,
+                                     "variant": row.variant, **row.params}
+    assert row.where.startswith("specs/router_gemm.py:"), row.where
+
+
+def test_capabilities_follow_the_documented_thresholds():
+    """README: tf32x3 needs NVIDIA compute capability ≥ 8.0, programmatic launches and the
+    tensor memory accelerator ≥ 9.0; other vendors never qualify, whatever they declare."""
+    from codegen import capabilities as cap
+    from codegen.model import Hardware
+
+    def hw(vendor, capability):
+        return Hardware(name="x", vendor=vendor, description="d", capability=capability)
+
+    assert [cap.supports_tf32x3(hw("nvidia", c)) for c in ((7, 5), (8, 0), (9, 0))] == \
+        [False, True, True]
+    for supports in (cap.supports_pdl, cap.supports_tma):
+        assert [supports(hw("nvidia", c)) for c in ((8, 9), (9, 0), (10, 0))] == \
+            [False, True, True]
+    for supports in (cap.supports_tf32x3, cap.supports_pdl, cap.supports_tma):
+        assert not supports(hw("amd", (9, 0))) and not supports(hw("any", None))
+    from codegen import targets
+
+    table = {"x": ("amd", "gfx1", (9, 0)), "y": ("nvidia", None, (8, 0))}
+    assert targets.device_target(table, "nvidia", capability=(9, 0)) == ("sm_90", False)
+    assert targets.device_target(table, "nvidia", capability=(8, 0)) == ("y", True)

@@ -291,3 +291,78 @@ def test_fp8_inputs_take_the_rows_of_the_input_they_are_measured_as(spec_copy, r
             assert row(changed, table, kv_dtype="fp8e4m3", q_dtype="fp32",
                        programs=programs) == row(before, table, kv_dtype="bf16", q_dtype="fp32",
                                                  head_dim=64, programs=programs)
+
+
+# A mutation audit found these checks of a data file untested.
+FIRST_US = re.search(r'"us": \{"R1 Q1 mb64": \{"[^"]+": [0-9.]+', _TEXT).group(0)
+FIRST_ROUTER = re.search(r'\{"shape": \[\d+, \d+\], "x_dtype": "\w+", "num_tokens": \[1, 1\], '
+                         r'[^\n]*"source": "measured"', _TEXT).group(0)
+ROUTER_LABEL = re.search(r'"shape": \[(\d+), (\d+)\], "x_dtype": "(\w+)"', FIRST_ROUTER).groups()
+
+
+@pytest.mark.parametrize("old, new, at, label, field, rule", [
+    ('  "format": "kspec-measured-target/4",\n',
+     '  "format": "kspec-measured-target/4",\n  "colour": 1,\n', '"colour"', "", "colour",
+     "unknown key (known: format, hardware, provenance, router_gemm"),
+    ('"format": "kspec-measured-target/4"', '"format": "kspec-measured-target/3"', '"format"',
+     "", "format", "must be 'kspec-measured-target/4', got 'kspec-measured-target/3'"),
+    ('"vendor": "nvidia"', '"vendor": "nvidia", "colour": 1', '"colour"', "(hardware sm_90)",
+     "hardware.colour", "unknown key (known: name, vendor"),
+    (FIRST_US, FIRST_US[:FIRST_US.rindex(" ") + 1] + "0", FIRST_SCORE, FIRST_LABEL,
+     f"measured.winner.us.R1 Q1 mb64.{FIRST_RUN}", "must be a positive number of µs, got 0"),
+    (FIRST_ROUTER, FIRST_ROUTER.replace('"source": "measured"', '"source": "default"'),
+     FIRST_ROUTER.split(', "kernel"')[0],
+     f"(router_gemm row sm_90: shape {ROUTER_LABEL[0]}x{ROUTER_LABEL[1]}, x_dtype "
+     f"{ROUTER_LABEL[2]}, num_tokens 1)", "measured",
+     "a default row carries no measurements"),
+    ('"num_reqs": [1, 2]', '"num_reqs": [2, 1]', '"num_reqs": [2, 1]', "(index_score row 1)",
+     "num_reqs", "empty range [2, 1]"),
+    ('"num_reqs": [1, 2]', '"num_reqs": [1, Infinity]', '"num_reqs": [1, Infinity]', "", None,
+     "not valid JSON: Infinity is not a number JSON allows"),
+    (FIRST_SCORE, FIRST_SCORE.replace('"max_q": [1, 1], ', ''),
+     FIRST_SCORE.replace('"max_q": [1, 1], ', ''), "(index_score row 1)", "max_q",
+     "missing (each row gives q_dtype, cache_dtype, head_dim, num_heads, max_q"),
+], ids=["unknown-top-key", "format", "unknown-hardware-key", "zero-us", "default-with-measured",
+        "empty-range", "infinity", "missing-axis"])
+def test_more_errors_name_file_line_and_rule(text, old, new, at, label, field, rule):
+    assert text.count(old) >= 1, old
+    bad = text.replace(old, new, 1)
+    with pytest.raises(SpecError) as info:
+        measured.loads(bad, SM90)
+    message = str(info.value)
+    line = 1 if field is None else _line_of(bad, at)
+    assert message.startswith(f"specs/measured/sm_90.json:{line}"), message
+    assert label in message and "spec 'measured target sm_90'" in message, message
+    if field:
+        assert f"field '{field}'" in message, message
+    assert rule in message, message
+
+
+def test_a_measured_row_needs_its_measurements():
+    data = measured.read(SM90)
+    row = next(r for r in data["router_gemm"] if r["source"] == "measured"
+               and r["shape"] == [int(ROUTER_LABEL[0]), int(ROUTER_LABEL[1])]
+               and r["x_dtype"] == ROUTER_LABEL[2] and r["num_tokens"] == [1, 1])
+    del row["measured"]
+    bad = measured.dumps(data)
+    with pytest.raises(SpecError) as info:
+        measured.loads(bad, SM90)
+    message = str(info.value)
+    line = _line_of(bad, FIRST_ROUTER.split(', "kernel"')[0])
+    assert message.startswith(f"specs/measured/sm_90.json:{line} (router_gemm row sm_90"), \
+        message
+    assert "field 'measured': a measured row needs its measurements" in message, message
+
+
+def test_a_tune_naming_an_undescribed_run_is_refused():
+    data = measured.read(SM90)
+    data["provenance"]["tunes"][0]["runs"] = list(data["provenance"]["tunes"][0]["runs"]) + \
+        ["ghost-run"]
+    bad = measured.dumps(data)
+    with pytest.raises(SpecError) as info:
+        measured.loads(bad, SM90)
+    message = str(info.value)
+    tunes = _line_of(bad, '"tunes": [')
+    assert re.match(rf"specs/measured/sm_90\.json:{tunes + 1}: ", message), message
+    assert "field 'provenance.tunes': each tune names its 'sections' and the 'runs'" in message, \
+        message
