@@ -1414,12 +1414,12 @@ def test_decode_step_attention_follows_its_table(R, Q, forced, want):
     g = torch.Generator().manual_seed(3)
     Hkv, G, D, topk, W = 2, 16, 128, 4, 2
     T = R * Q
-    idx_q = torch.randn((T, Hkv, 16), generator=g).bfloat16()
-    idx_cache = torch.randn((R * W + 1, BLOCK, 16), generator=g).bfloat16()
-    idx_table = torch.arange(R * W, dtype=torch.int32).view(R, W)
-    kv = torch.zeros((R * W, 2, BLOCK, Hkv, D), dtype=torch.bfloat16)
-    seq_lens = torch.full((R,), W * BLOCK, dtype=torch.int32)
-    q = torch.zeros((T, Hkv * G, D), dtype=torch.bfloat16)
+    idx_q = torch.randn((T, Hkv, 16), generator=g).bfloat16().to(DEVICE)
+    idx_cache = torch.randn((R * W + 1, BLOCK, 16), generator=g).bfloat16().to(DEVICE)
+    idx_table = torch.arange(R * W, dtype=torch.int32, device=DEVICE).view(R, W)
+    kv = torch.zeros((R * W, 2, BLOCK, Hkv, D), dtype=torch.bfloat16, device=DEVICE)
+    seq_lens = torch.full((R,), W * BLOCK, dtype=torch.int32, device=DEVICE)
+    q = torch.zeros((T, Hkv * G, D), dtype=torch.bfloat16, device=DEVICE)
     plan = sa._StepPlan(idx_q, idx_cache, idx_table, q, kv, idx_table, seq_lens, W * BLOCK,
                         topk, 0, 1, Hkv, Q, Q, D ** -0.5, torch.empty_like(q), None, None,
                         None, None, "sm_90", attention_per_sm=forced)

@@ -343,7 +343,7 @@ def test_gpu_check_memcheck_runs_the_kernel_tests_and_counts_errors(tmp_path, er
     assert argv.startswith("1 --tool memcheck --target-processes all"), argv
     assert "tests/test_sparse_attn.py" in argv and "-m not gpu" in argv, argv
     assert argv.rstrip().endswith("-k merge"), argv
-    assert f"memcheck: {errors} errors in 1 processes" in run.stdout, run.stdout
+    assert f"memcheck: {errors} errors in 1 log(s)" in run.stdout, run.stdout
     assert (run.returncode != 0) == (errors > 0), run.stdout[-2000:]
     assert ("Invalid __global__ read" in run.stdout) == (errors > 0)
 

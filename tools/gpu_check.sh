@@ -111,7 +111,8 @@ if [ "$MODE" = memcheck ]; then
       2>&1 | tee "$OUT/gpu_tests.log"
   tests_rc=$?
   errors=$(grep -ho "ERROR SUMMARY: [0-9]*" "$OUT"/memcheck_*.log 2>/dev/null | awk '{s += $3} END {print s + 0}')
-  echo "memcheck: $errors errors in $(ls "$OUT"/memcheck_*.log 2>/dev/null | wc -l) processes"
+  # (the checked children's reports go to the first process's log)
+  echo "memcheck: $errors errors in $(ls "$OUT"/memcheck_*.log 2>/dev/null | wc -l) log(s)"
   if [ "$errors" != 0 ]; then
     grep -h -A6 -E "^========= (Invalid|Program hit)" "$OUT"/memcheck_*.log | head -60
     [ "$tests_rc" = 0 ] && tests_rc=1
