@@ -133,11 +133,11 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
     assert {"base", "no_merge", "no_atomic", "no_kv", "no_table", "no_pick", "merge_kernel",
             "scratch_pick", "gather_pick", "packed_pick", "scalar_pick",
             "keys_rows", "warp_splits", "spin_merge", "merge_empty", "wgmma",
-            "wgmma_split_only", "below_page_last", "below_page_masked"} <= names
+            "wgmma_split_only", "below_page_last"} <= names
     # the variants that compute the generated kernel's result give its bits (keys_rows,
     # warp_splits and wgmma: within their bound)
     assert {k.split(" ")[-1] for k in report[0]["same_bits"]} >= {
-        "keys_rows", "warp_splits", "wgmma", "below_page_last", "below_page_masked"}
+        "keys_rows", "warp_splits", "wgmma", "below_page_last"}
     assert report[0]["same_bits"] and all(report[0]["same_bits"].values())
 
 
@@ -598,10 +598,10 @@ def test_sm90_code_compiles_another_revision_or_a_variant_of_the_attention(monke
     base = generated.sparse_attn
     old = tmp_path / "old.py"
     old.write_text(inspect.getsource(base).replace("_BLOCK - 1", "(_BLOCK - 1)"))
-    with sm90_code.sparse_attn_module(str(old), "below_page_masked"):
+    with sm90_code.sparse_attn_module(str(old), "below_page_last"):
         src = inspect.getsource(generated.sparse_attn)
         assert generated.sparse_attn is not base
-        assert "(_BLOCK - 1)" in src and "+ t0 >= 0" in src
+        assert "(_BLOCK - 1)" in src and "tl.where(offs_t + first < 0, last" in src
     assert generated.sparse_attn is base and sys.modules["generated.sparse_attn"] is base
     with sm90_code.sparse_attn_module():
         assert generated.sparse_attn is base

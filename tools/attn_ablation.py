@@ -20,8 +20,8 @@ compacted (NVIDIA only, as `two_per_sm`); `bulk_prefetch` asks for every tile of
 at once, one bulk L2 prefetch each (NVIDIA only); `three_per_sm` caps them at three per SM,
 `*_split_only` without the merge kernel. `next_prefetch` (`next2_prefetch`) requests the next
 (second next) step's tile into L2 before each step waits for its own; `below_page_last` reads
-a 16-bit tile's rows below the page from the last key's row by pointers, `below_page_masked`
-does not read them (masked loads: zeros, as through the tensor memory accelerator). Beside each launch
+the query-tiled kernel's 16-bit tile rows below the page from the last key's row by pointers
+(the split kernel does not read them). Beside each launch
 an empty kernel on its grid, with and without its dynamic shared memory, times the launch
 without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
@@ -106,7 +106,11 @@ VARIANTS = {
     # no K/V memory traffic (zeros of the tile's shape instead of the cache)
     "no_kv": [("    k = tl.load(base + kv_offs).to(q.dtype)\n",
                "    k = tl.zeros_like(kv_offs).to(q.dtype)\n", 1),
+              ("        k = tl.load(base + kv_offs, mask=on_page[:, None], other=0.0).to(q.dtype)\n",
+               "        k = tl.zeros_like(kv_offs).to(q.dtype)\n", 1),
               ("        return tl.load(base + v_off + v_offs)\n",
+               "        return tl.zeros_like(v_offs).to(base.dtype.element_ty)\n", 1),
+              ("        return tl.load(base + v_off + v_offs, mask=on_page[:, None], other=0.0)\n",
                "        return tl.zeros_like(v_offs).to(base.dtype.element_ty)\n", 1),
               ("            w = tl.load((base + v_off).to(tl.pointer_type(tl.int16)) + v_offs)\n",
                "            w = tl.zeros_like(v_offs).to(tl.int16)\n", 1)],
@@ -279,6 +283,10 @@ def _byte_high(x):
 """.replace("PTX,", repr(_E4M3_BITS_PTX) + ",")
 _K_TMA = "        k = _tma_tile(kv_desc, page, 0, t0, kv_head, offs_t.shape[0], D).to(q.dtype)\n"
 _K_LOAD = "        k = tl.load(base + kv_offs).to(q.dtype)\n"
+# (16-bit tiles of the split kernel: rows below the page not read)
+_K_MASKED = ("    elif MASK_BELOW_PAGE:\n"
+             "        on_page = tl.arange(0, offs_t.shape[0]) + t0 >= 0\n"
+             "        k = tl.load(base + kv_offs, mask=on_page[:, None], other=0.0).to(q.dtype)\n")
 _DEF_KEY = "@triton.jit\ndef _key_scores("
 
 
@@ -361,7 +369,7 @@ def _k_pairs(widen: str) -> list:
     return [
         ("    q, sm_scale = _products_operand(q, sm_scale, DOT)\n",
          "    q, sm_scale = _products_operand(q, sm_scale, DOT)\n" + _Q_SPLIT, 1),
-        (_K_TMA + "    else:\n" + _K_LOAD + "    if DOT == \"tf32x3\":\n"
+        (_K_TMA + _K_MASKED + "    else:\n" + _K_LOAD + "    if DOT == \"tf32x3\":\n"
          "        s = tl.dot(q, tl.trans(k), input_precision=\"tf32x3\")\n    else:\n"
          "        s = tl.dot(q, tl.trans(k))\n",
          "        pass\n    w = tl.load(base.to(tl.pointer_type(tl.int16)) + offs_t[:, None]"
@@ -520,12 +528,14 @@ VARIANTS["cluster_merge"] = [
 KEYS_ROWS_FUNCTIONS = """@triton.jit
 def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_kd,
                 k_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head, t0, D: tl.constexpr,
-                SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr):
+                SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr,
+                MASK_BELOW_PAGE: tl.constexpr):
     # scaled scores K·q^T [keys, lanes] (q given transposed, [D, lanes]; tiles by pointers)
     offs_d = tl.arange(0, D)
     base = kv_ptr + page.to(tl.int64) * stride_kp + head_off
     kv_offs = offs_t[:, None] * stride_kt + offs_d[None, :] * stride_kd
-    k = tl.load(base + kv_offs).to(q.dtype)
+    on_page = (tl.arange(0, offs_t.shape[0]) + t0 >= 0) | (not MASK_BELOW_PAGE)
+    k = tl.load(base + kv_offs, mask=on_page[:, None], other=0.0).to(q.dtype)
     if DOT == "tf32x3":
         s = tl.dot(k, q, input_precision="tf32x3")
     else:
@@ -540,7 +550,7 @@ KEYS_ROWS_FOLD = """@triton.jit
 def _fold_scores(q, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_scale_ptr,
                  v_scalar, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
                  DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
-                 V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr):
+                 V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr, MASK_BELOW_PAGE: tl.constexpr):
     # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range,
     # no V pairs)
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
@@ -552,7 +562,8 @@ def _fold_scores(q, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_sca
         p = p * v_scalar
     elif SCALES == "per_token":
         p = p * tl.load(v_scale_ptr + scale_head_off + v_slot)[:, None]
-    v = tl.load(base + v_off + v_offs).to(q.dtype)
+    on_page = (tl.arange(0, s.shape[0]) + t0 >= 0) | (not MASK_BELOW_PAGE)
+    v = tl.load(base + v_off + v_offs, mask=on_page[:, None], other=0.0).to(q.dtype)
     if DOT == "tf32x3":
         pv = tl.dot(tl.trans(v), p, input_precision="tf32x3")
     else:
@@ -766,26 +777,12 @@ def _next_prefetch(ahead):
 VARIANTS["next_prefetch"] = _next_prefetch(1)
 VARIANTS["next2_prefetch"] = _next_prefetch(2)
 
-# Over a 16-bit cache, tile rows below the page (a tile ending at the block's last visible key)
-# read by pointers from that key's row, not from token 0: in a prefill every program of the
-# rows whose last key is on one page reads that page's token 0 for those rows at once (the
-# per-token prefill launch took 1.10-1.30x since tiles end there; bench column 894 -> 1134 µs
-# at 64/4 8192 + 2048), while the last key's row differs from row to row. Through TMA nothing
-# changes (zeros). The same bits (their keys are not visible).
-# 16-bit tiles ending at the last key: rows below the page not read at all by pointers (masked
-# loads, zeros: what the tensor memory accelerator fills them with)
-VARIANTS["below_page_masked"] = [
-    ("        k = tl.load(base + kv_offs).to(q.dtype)",
-     "        k = tl.load(base + kv_offs, mask=(tl.arange(0, offs_t.shape[0]) + t0 >= 0)[:, None]\n"
-     "                    | (kv_ptr.dtype.element_ty.primitive_bitwidth == 8),\n"
-     "                    other=0.0).to(q.dtype)", 1),
-    ("        return tl.load(base + v_off + v_offs)",
-     "        return tl.load(base + v_off + v_offs,\n"
-     "                       mask=((tl.arange(0, N) + t0 >= 0) | FP8)[:, None], other=0.0)", 1),
-]
+# The query-tiled kernel over a 16-bit cache: tile rows below the page (a tile ending at the
+# block's last visible key) read by pointers from that key's row, not from token 0, which every
+# program of the rows whose last key is on one page reads at once (the split kernel does not
+# read those rows at all: masked loads; the same masks here took the minima walk 1.16x at 8/1).
+# Through TMA nothing changes (zeros). The same bits (their keys are not visible).
 VARIANTS["below_page_last"] = [
-    ("        return first, rows, tl.maximum(rows, 0)",
-     "        return first, rows, tl.where(rows < 0, last, rows)", 1),
     ("        rows = tl.maximum(offs_t + first, 0)",
      "        rows = tl.where(offs_t + first < 0, last, offs_t + first)", 1),
 ]
@@ -1052,7 +1049,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
 CORRECT = ("k_bits", "k_bits_asm", "splits_first", "merge_kernel", "scratch_pick",
            "gather_pick", "packed_pick", "early_table", "cluster_merge", "scalar_pick",
            "prefetch_l2", "spin_merge", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm", "next_prefetch",
-           "next2_prefetch", "below_page_last", "below_page_masked")
+           "next2_prefetch", "below_page_last")
 
 
 class EmptyGrid:

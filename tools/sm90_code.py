@@ -7,7 +7,7 @@ ptxas and nvdisasm): registers, spills and the SASS instructions by kind, per th
     python3 tools/sm90_code.py scorer --q bf16 --cache fp8e4m3 --block-q 4 --warps 4 --stages 3
     python3 tools/sm90_code.py attention --group 8 --kv-tile 64 --splits 8 --stages 3
     python3 tools/sm90_code.py tiled --group 16 --lanes 128 --warps 8 --stages 3
-    python3 tools/sm90_code.py attention --mode prefill --splits 1 --variant below_page_masked
+    python3 tools/sm90_code.py tiled --minima --variant below_page_last
     python3 tools/sm90_code.py tiled --minima --source OLD.py   # git show REV:generated/sparse_attn.py
 
 Arguments are specialized the way the JIT specializes contiguous, 16-byte aligned tensors:
