@@ -333,14 +333,25 @@ def test_gpu_check_memcheck_runs_the_kernel_tests_and_counts_errors(tmp_path, er
         echo "3 passed"
         """))
     fake.chmod(0o755)
+    # (the python running pytest: it records when it ran, plain or under the sanitizer)
+    python = bin_dir / "python"
+    python.write_text(f'#!/usr/bin/env bash\necho "${{PYTORCH_NO_CUDA_MEMORY_CACHING:-plain}} $*"'
+                      f' >> "{tmp_path}/python_runs"\n')
+    python.chmod(0o755)
     out = tmp_path / "out"
     run = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh"), "memcheck",
                           "-k", "merge"], cwd=ROOT,
-                         env={**os.environ, "OUT": str(out), "PYTHON": "true",
+                         env={**os.environ, "OUT": str(out), "PYTHON": str(python),
                               "PATH": f"{bin_dir}:{os.environ['PATH']}"},
                          capture_output=True, text=True, timeout=60)
     argv = (tmp_path / "argv").read_text()
     assert argv.startswith("1 --tool memcheck --target-processes all"), argv
+    # a plain run of the same tests first compiles the kernels outside the sanitizer
+    plain = [r for r in (tmp_path / "python_runs").read_text().splitlines()
+             if r.startswith("plain -m pytest")]
+    assert len(plain) == 1 and "tests/test_sparse_attn.py" in plain[0], plain
+    assert plain[0].rstrip().endswith("-k merge") and "-m not gpu" in plain[0], plain
+    assert "plain run: rc=0" in run.stdout, run.stdout
     assert "tests/test_sparse_attn.py" in argv and "-m not gpu" in argv, argv
     assert argv.rstrip().endswith("-k merge"), argv
     assert f"memcheck: {errors} errors in 1 log(s)" in run.stdout, run.stdout
@@ -582,6 +593,27 @@ def test_profile_kernels_reads_attention_rows(monkeypatch):
     with pytest.raises(SystemExit, match="^--attn-launch: launch: missing key 'num_warps'"):
         profile_kernels.main(["--no-router", "--decode", "none", "--attn", "16:1:1:1024:1",
                               "--attn-launch", "splits=2,num_stages=3"])
+
+
+def test_profile_kernels_runs_attention_rows_at_the_given_launch(monkeypatch, capsys):
+    """`profile_attention` runs each row at the table's launch and then at ``--attn-launch``'s
+    (not the table's again), through the entry that takes a launch (interpreter, tiny row)."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
+    import profile_kernels
+    import torch
+
+    import generated
+    from generated import sparse_attention
+
+    seen = []
+    real = sparse_attention.sparse_attn_with_launch
+    monkeypatch.setattr(sparse_attention, "sparse_attn_with_launch",
+                        lambda launch, *a, **k: (seen.append(launch), real(launch, *a, **k))[1])
+    launch = profile_kernels.parse_launch("splits=2,num_warps=4,num_stages=1,tma=False")
+    profile_kernels.profile_attention(torch, generated, [(16, 1, 1, 1024, 1)], launch,
+                                      device="cpu")
+    assert seen == [launch, launch]
+    assert "attention 16/1 R1 1k Q1 at {'splits': 2" in capsys.readouterr().out
 
 
 def test_sm90_code_compiles_another_revision_or_a_variant_of_the_attention(monkeypatch,

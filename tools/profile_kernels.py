@@ -122,30 +122,32 @@ def parse_launch(text: str | None) -> dict | None:
     return launch
 
 
-def profile_attention(torch, generated, rows, launch=None):
+def profile_attention(torch, generated, rows, launch=None, device="cuda"):
     """Each row's attention at the table's launch (and at ``launch`` where given), then the
     plain read of its KV bytes (as bench_attn judges the copy rate), twice each."""
     import bench_attn
 
+    from generated import sparse_attention
+
     _, row_sums = common._latency()
     for row in rows:
         Hq, Hkv, R, ctx, Q = row
-        case = bench_attn.make_case(row, "cuda")
-        out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
-        launch = generated.explain_sparse_attn("decode", common.detected_hardware(False),
-                                               "bf16", "bf16", "none", Hq // Hkv,
-                                               bench_attn.D, R * Q * Hkv)
-        print(f"attention {Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: {launch}", flush=True)
+        case = bench_attn.make_case(row, device)
+        out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
+        table = generated.explain_sparse_attn("decode", common.detected_hardware(device != "cuda"),
+                                              "bf16", "bf16", "none", Hq // Hkv,
+                                              bench_attn.D, R * Q * Hkv)
+        print(f"attention {Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: {table}", flush=True)
         for _ in range(2):
             generated.sparse_attn_decode(**case, output=out)
         if launch is not None:
             print(f"attention {Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q} at {launch}", flush=True)
             for _ in range(2):
-                generated.sparse_attn_with_launch(launch, "decode", **case, output=out)
+                sparse_attention.sparse_attn_with_launch(launch, "decode", **case, output=out)
         rows_read = R * Q * bench_attn.TOPK * Hkv
         cols = bench_attn.BLOCK * 2 * bench_attn.D * 2 // 4  # one fp32 row per block and head
-        w = torch.randn((rows_read, cols), device="cuda")
-        sums = torch.empty(rows_read, device="cuda")
+        w = torch.randn((rows_read, cols), device=device)
+        sums = torch.empty(rows_read, device=device)
         for _ in range(2):
             row_sums[(rows_read, 1)](w, sums, K=cols, SPLITS=1, BLOCK_K=2048, num_warps=16)
         del case, out, w, sums
