@@ -21,9 +21,9 @@ at once, one bulk L2 prefetch each (NVIDIA only); `three_per_sm` caps them at th
 `*_split_only` without the merge kernel. `next_prefetch` (`next2_prefetch`) requests the next
 (second next) step's tile into L2 before each step waits for its own; `below_page_last` reads
 the query-tiled kernel's 16-bit tile rows below the page from the last key's row by pointers
-(the split kernel does not read them). Beside each launch
-an empty kernel on its grid, with and without its dynamic shared memory, times the launch
-without the work. `--where` also times plain reads of the
+(the split kernel does not read them); `log2_scores` takes the scores in log2 units (one
+multiply less per score and step; within CLOSE's bound). Beside each launch an empty kernel
+on its grid, with and without its dynamic shared memory, times the launch without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
 with the listed blocks packed together in the cache.
