@@ -444,7 +444,7 @@ VARIANTS["mask_by_last"] = [
      "        visible = visible & (tokens >= t0)\n", 1),
 ]
 
-# both: 32 instructions less per thread and step
+# both (compiled for sm_90 at 16/1 R32's table launch: 24 of 1120 SASS instructions less)
 VARIANTS["log2_mask"] = VARIANTS["log2_scores"] + VARIANTS["mask_by_last"]
 
 # A scalar K and V scale read at every key step, as the kernel read them before 2026-12-03
