@@ -134,12 +134,12 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
             "scratch_pick", "gather_pick", "packed_pick", "scalar_pick",
             "keys_rows", "warp_splits", "spin_merge", "merge_empty", "wgmma",
             "wgmma_split_only", "below_page_last", "log2_scores", "mask_by_last",
-            "log2_mask"} <= names
+            "log2_mask", "sums_at_end", "sums_log2_mask"} <= names
     # the variants that compute the generated kernel's result give its bits (keys_rows,
     # warp_splits and wgmma: within their bound)
     assert {k.split(" ")[-1] for k in report[0]["same_bits"]} >= {
         "keys_rows", "warp_splits", "wgmma", "below_page_last", "log2_scores", "mask_by_last",
-        "log2_mask"}
+        "log2_mask", "sums_at_end", "sums_log2_mask"}
     assert report[0]["same_bits"] and all(report[0]["same_bits"].values())
 
 
@@ -639,6 +639,31 @@ def test_sm90_code_compiles_another_revision_or_a_variant_of_the_attention(monke
     assert generated.sparse_attn is base and sys.modules["generated.sparse_attn"] is base
     with sm90_code.sparse_attn_module():
         assert generated.sparse_attn is base
+
+
+def test_sm90_code_counts_one_pass_through_the_loop_with_the_products(monkeypatch):
+    """`sm90_code.py`'s main-loop count: of the loops (a label and a later branch back to it)
+    the one holding the matrix products, each instruction once per pass; none without one."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
+    import sm90_code
+
+    def sass(*lines):
+        return "\n".join(line if line.startswith(".L") else
+                         f"        /*{16 * i:04x}*/                   {line} ;"
+                         for i, line in enumerate(lines))
+
+    code = sass("MOV R1, R2", ".L_x_0:", "IADD3 R1, R1, 0x1", "@P0 BRA `(.L_x_0)",
+                ".L_x_1:", "LDSM.16.M88.4 R4, [R2]", "HMMA.16816.F32.BF16 R8, R4, R6, R8",
+                "HMMA.16816.F32.BF16 R12, R4, R6, R12", "@!P1 BRA `(.L_x_2)",
+                "BAR.SYNC.DEFER_BLOCKING 0x0", ".L_x_2:", "@P0 BRA `(.L_x_1)", "EXIT",
+                ".L_x_3:", "BRA `(.L_x_3)")
+    assert sm90_code.loop_ops(code) == {"LDSM.16.M88.4": 1, "HMMA.16816.F32.BF16": 2,
+                                        "BRA": 2, "BAR.SYNC.DEFER_BLOCKING": 1}
+    assert sm90_code.loop_ops(sass("MOV R1, R2", ".L_x_0:", "@P0 BRA `(.L_x_0)")) == {}
+    text = sm90_code.summary("k", {"registers": 1, "spill_stores": 0, "spill_loads": 0,
+                                   "ops": {}, "loop_ops": {"HMMA.16816.F32.BF16": 2,
+                                                           "HMMA.1688.F32": 1, "BRA": 1}})
+    assert text.endswith("main loop: 4 instructions per pass: HMMA 3, BRA 1")
 
 
 def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_back():

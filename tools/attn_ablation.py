@@ -23,7 +23,9 @@ at once, one bulk L2 prefetch each (NVIDIA only); `three_per_sm` caps them at th
 the query-tiled kernel's 16-bit tile rows below the page from the last key's row by pointers
 (the split kernel does not read them); `log2_scores` takes the scores in log2 units (one
 multiply less per score and step; within CLOSE's bound); `mask_by_last` masks a split's keys
-by the block's last visible key (the same bits); `log2_mask` is both. Beside each launch an empty kernel
+by the block's last visible key (the same bits); `log2_mask` is both; `sums_at_end` keeps the
+split kernel's row sums per key column and sums them after the loop (no reduction across
+warps per step; within CLOSE's bound); `sums_log2_mask` is all three. Beside each launch an empty kernel
 on its grid, with and without its dynamic shared memory, times the launch without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
@@ -443,6 +445,30 @@ VARIANTS["mask_by_last"] = [
      "    if ENDS_AT_LAST:\n"
      "        visible = visible & (tokens >= t0)\n", 1),
 ]
+
+# The row sums kept per key column ([lanes, BLOCK_N], p added at each step) and summed once
+# after the loop, not summed at every step: the split kernel's scores tile spreads its key
+# columns over the warps, so each step's row sum is a reduction across warps (shuffles, a
+# trip through shared memory, a barrier) that this leaves to the end. The split kernel only
+# (the query tile's lanes are rows of its warps: its sums stay in a warp). Within CLOSE's
+# bound (the sums in another order).
+SUMS_HELPER = """@triton.jit
+def _row_sums_folded(l_i, alpha, p):
+    if len(l_i.shape) == 2:
+        return l_i * alpha[:, None] + p
+    else:
+        return l_i * alpha + tl.sum(p, axis=1)
+
+
+"""
+VARIANTS["sums_at_end"] = [
+    ("@triton.jit\ndef _fold_scores(", SUMS_HELPER + "@triton.jit\ndef _fold_scores(", 1),
+    ("    l_i = l_i * alpha + tl.sum(p, axis=1)\n", "    l_i = _row_sums_folded(l_i, alpha, p)\n", 1),
+    ("    l_i = tl.zeros([GP], tl.float32)\n", "    l_i = tl.zeros([GP, BLOCK_N], tl.float32)\n", 1),
+    (LOOP_END, LOOP_END[:-len(SEEN)] + "    l_i = tl.sum(l_i, axis=1)\n" + SEEN, 1),
+]
+VARIANTS["sums_log2_mask"] = VARIANTS["sums_at_end"] + VARIANTS["log2_scores"] + \
+    VARIANTS["mask_by_last"]
 
 # both (compiled for sm_90 at 16/1 R32's table launch: 24 of 1120 SASS instructions less)
 VARIANTS["log2_mask"] = VARIANTS["log2_scores"] + VARIANTS["mask_by_last"]
@@ -1059,7 +1085,7 @@ def timeline_summary(records, programs: int) -> dict:
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2, "scales_per_step": 3e-2,
          "pt_range_per_tile": 3e-2, "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2,
-         "log2_scores": 3e-2, "log2_mask": 3e-2}
+         "log2_scores": 3e-2, "log2_mask": 3e-2, "sums_at_end": 3e-2, "sums_log2_mask": 3e-2}
 # another revision of the kernel (--against): the same result up to the order of additions
 AGAINST_TOL = 3e-2
 # variants the interpreter cannot run (inline PTX)

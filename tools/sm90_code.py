@@ -13,7 +13,10 @@ ptxas and nvdisasm): registers, spills and the SASS instructions by kind, per th
 Arguments are specialized the way the JIT specializes contiguous, 16-byte aligned tensors:
 aligned pointers, unit strides as constants, the other strides divisible by 16. Reading the
 counts: `BAR.SYNC` per K step means a layout conversion through shared memory, `LDL`/`STL`
-are register spills, `LDG.E.128` are 16-byte loads. Device time is scarce; this is free.
+are register spills, `LDG.E.128` are 16-byte loads. "main loop" counts one pass through the
+loop that holds the matrix products (the attention's key step): where a step is bound by its
+instruction latencies (one warp per scheduler) this, not the kernel's total, is its cost.
+Device time is scarce; this is free.
 """
 from __future__ import annotations
 
@@ -76,7 +79,30 @@ def facts(compiled) -> dict:
         r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass, re.M))
     return {"registers": number(r"Used (\d+) registers"),
             "spill_stores": number(r"(\d+) bytes spill stores"),
-            "spill_loads": number(r"(\d+) bytes spill loads"), "ops": dict(ops)}
+            "spill_loads": number(r"(\d+) bytes spill loads"), "ops": dict(ops),
+            "loop_ops": loop_ops(sass)}
+
+
+def loop_ops(sass: str) -> dict:
+    """{SASS opcode: count} of one pass through the kernel's main loop: of the loops (a label
+    and a later branch back to it) the one with the most matrix products, or {} where no
+    loop holds one. A latency-bound step's cost is this count, not the kernel's."""
+    label_at, body, loops = {}, [], []
+    for i, line in enumerate(sass.splitlines()):
+        label = re.match(r"^(\.L_x_\d+):", line)
+        if label:
+            label_at[label.group(1)] = i
+        op = re.match(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*)", line)
+        if op:
+            body.append((i, op.group(1)))
+            back = re.search(r"\((\.L_x_\d+)\)", op.group(2))
+            if op.group(1).startswith("BRA") and back and label_at.get(back.group(1), i) < i:
+                loops.append((label_at[back.group(1)], i))
+    counts = [collections.Counter(op for i, op in body if start < i <= end)
+              for start, end in loops]
+    products = [sum(n for op, n in c.items() if op.split(".")[0] in ("HMMA", "HGMMA"))
+                for c in counts]
+    return dict(counts[products.index(max(products))]) if products and max(products) else {}
 
 
 def router(shape=(6144, 256), block_m=4, block_k=512, warps=4, x="bf16", w="fp32", block_e=1):
@@ -221,9 +247,17 @@ def summary(name: str, f: dict) -> str:
     shown = sorted(k for k in ops if k.split(".")[0] in (
         "LDG", "STG", "LDS", "STS", "LDSM", "LDGSTS", "BAR", "LDL", "STL", "FFMA", "HMMA",
         "HGMMA", "F2F", "F2FP", "SHFL", "PRMT"))
-    return (f"{name}: {sum(ops.values())} SASS instructions, {f['registers']} registers, "
+    text = (f"{name}: {sum(ops.values())} SASS instructions, {f['registers']} registers, "
             f"spills {f['spill_stores']}/{f['spill_loads']} bytes stored/loaded\n  "
             + ", ".join(f"{k} {ops[k]}" for k in shown))
+    loop = f.get("loop_ops")
+    if loop:
+        kinds = collections.Counter()
+        for op, n in loop.items():
+            kinds[op.split(".")[0]] += n
+        text += (f"\n  main loop: {sum(loop.values())} instructions per pass: "
+                 + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
+    return text
 
 
 def revision(args) -> str:
