@@ -123,8 +123,10 @@ def main():
         facts[f"router_block_e{block_e}"] = router_facts(router_kernel(
             (3072, 256), 4, 1024, 8, "bf16", block_e=block_e))
     # the attention's K/V tiles on a contiguous cache (the copy-rate rows' launch, G 8)
-    ops = sass_facts(attention_kernel(group=8, kv_tile=64, splits=8, stages=3))["ops"]
-    facts["attention_kv_loads"] = {op: n for op, n in ops.items() if op.startswith("LDG")}
+    got = sass_facts(attention_kernel(group=8, kv_tile=64, splits=8, stages=3))
+    facts["attention_kv_loads"] = {op: n for op, n in got["ops"].items() if op.startswith("LDG")}
+    facts["attention_kv64_loop_products"] = sum(n for op, n in got["loop_ops"].items()
+                                                 if op.startswith("HMMA"))
     # a bf16 q over an fp8 cache: fp16 products, each pair of fp8 elements widened by one
     # instruction, the V tile before its trip through shared memory (not read back by bytes)
     ops = sass_facts(attention_kernel(group=16, splits=8, cache="fp8e4m3", merge_kernel=True,

@@ -82,6 +82,9 @@ def test_sm90_instructions_follow_their_switches():
     loads = facts["attention_kv_loads"]
     assert loads.get("LDGSTS.E.BYPASS.128", 0) >= 32, loads
     assert not any(".U16" in op or ".U8" in op for op in loads), loads
+    # one pass through its key loop (sm90_code's "main loop") holds a warp's quarter of the
+    # step's two products: 16 lanes × 64 keys × 128 dims each, in m16n8k16 instructions
+    assert facts["attention_kv64_loop_products"] == 2 * (16 * 64 * 128) // (16 * 8 * 16) // 4
     # an fp8 cache under a bf16 q: fp16 products, one conversion per pair of K or V elements
     # (128-key steps: 128 a thread), no bf16 widening and no byte loads of the V tile
     fp8 = facts["attention_fp8_ops"]
