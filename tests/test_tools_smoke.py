@@ -666,6 +666,31 @@ def test_sm90_code_counts_one_pass_through_the_loop_with_the_products(monkeypatc
     assert text.endswith("main loop: 4 instructions per pass: HMMA 3, BRA 1")
 
 
+def test_sm90_code_tables_screens_the_tables_launches(monkeypatch):
+    """`sm90_code.py tables`: the distinct attention launches of a target's dispatch tables
+    (the one a lookup gives among them), each compiled for sm_90 with its registers, spills
+    and main-loop pass, beside another revision's."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
+    import sm90_code
+    from generated import dispatch
+
+    launches = sm90_code.table_launches("sm_90")
+    assert len(launches) == len(set(launches)) > 0
+    table = dispatch.TABLES["sparse_attn_decode"]
+    row = table.lookup(*table.point(hardware="sm_90", q_dtype="bf16", kv_dtype="bf16",
+                                    scales="none", group=16, head_dim=128, programs=32))
+    assert ("decode", "bf16", "bf16", "none", 16, tuple(sorted(row.params.items()))) in launches
+    assert all(scales == "none" for _, _, cache, scales, _, _ in launches
+               if not cache.startswith("fp8"))
+    run = _run([os.path.join("tools", "sm90_code.py"), "tables", "--mode", "decode", "--q",
+                "bf16", "--cache", "bf16", "--limit", "1", "--jobs", "1", "--against",
+                os.path.join("generated", "sparse_attn.py")])
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("decode q bf16 cache bf16 scales none G ")
+    assert "main loop" in lines[0] and "against:" in lines[0] and "<<" not in lines[0]
+
+
 def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_back():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ablation_sm90.py")],

@@ -9,6 +9,8 @@ ptxas and nvdisasm): registers, spills and the SASS instructions by kind, per th
     python3 tools/sm90_code.py tiled --group 16 --lanes 128 --warps 8 --stages 3
     python3 tools/sm90_code.py tiled --minima --variant below_page_last
     python3 tools/sm90_code.py tiled --minima --source OLD.py   # git show REV:generated/sparse_attn.py
+    python3 tools/sm90_code.py tables --q bf16 --cache bf16 --against OLD.py
+        # every sm_90 table launch for those inputs, beside OLD's
 
 Arguments are specialized the way the JIT specializes contiguous, 16-byte aligned tensors:
 aligned pointers, unit strides as constants, the other strides divisible by 16. Reading the
@@ -242,6 +244,84 @@ def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="
         num_warps=warps, num_stages=stages)
 
 
+def table_launches(hardware="sm_90", modes=("decode", "prefill")) -> list:
+    """The distinct attention launches the generated dispatch tables give ``hardware``: (mode,
+    q, cache, scales, G, params) per row, the row's first allowed value of each input axis
+    (bf16, none and G 16 where it allows any; a 16-bit cache of q's type, scales only over
+    fp8)."""
+    from generated import dispatch
+
+    out = []
+    for mode in modes:
+        table = dispatch.TABLES[f"sparse_attn_{mode}"]
+        first = {a: i for i, a in enumerate(table.axes)}
+        for row in table.rows:
+            hw = row.conds[first["hardware"]]
+            if row.variant is None or (hw is not None and hardware not in hw):
+                continue
+
+            def pick(axis, default):
+                cond = row.conds[first[axis]]
+                return default if cond is None else cond[0]
+
+            q, cache = pick("q_dtype", "bf16"), pick("kv_dtype", "bf16")
+            cache = cache if cache.startswith("fp8") or q == "fp32" else q
+            scales = pick("scales", "none") if cache.startswith("fp8") else "none"
+            launch = (mode, q, cache, scales, pick("group", 16),
+                      tuple(sorted(row.params.items())))
+            if launch not in out:
+                out.append(launch)
+    return out
+
+
+def launch_facts(launch, source=None, variant=None) -> tuple:
+    """(registers, spilled bytes stored and loaded, instructions per pass through the main
+    loop) of one `table_launches` launch compiled for sm_90, from another revision
+    (``source``) and/or with an attn_ablation variant where given."""
+    common.setup(False)
+    os.environ.pop("TRITON_INTERPRET", None)
+    mode, q, cache, scales, group, params = launch
+    p = dict(params)
+    with sparse_attn_module(source, variant):
+        if "lanes" in p:
+            compiled = tiled(group, 128, p["lanes"], p["num_warps"], p["num_stages"], q, cache,
+                             16, scales, p["sorted_union"], p["tma"])
+        else:
+            compiled = attention(group, 128, p["kv_tile"], p["splits"], p["head_split"],
+                                 p["num_warps"], p["num_stages"], p["merge_kernel"], q=q,
+                                 cache=cache, tma=p["tma"], table_first=p["table_first"],
+                                 scales=scales, mode=mode)
+    f = facts(compiled)
+    return f["registers"], f["spill_stores"] + f["spill_loads"], sum(f["loop_ops"].values())
+
+
+def tables_report(hardware, modes, source=None, variant=None, against=None, limit=None,
+                  jobs=1, inputs=(None, None, None)) -> list:
+    """One line per launch of the tables (`table_launches`; of the q, cache and scales given
+    in ``inputs``, None: any) with its `launch_facts`, and beside them those of the
+    ``against`` revision, marked "<<" where the kernel spills more or its loop is longer."""
+    import concurrent.futures
+
+    launches = [x for x in table_launches(hardware, modes)
+                if all(want is None or want == got for want, got in zip(inputs, x[1:4]))]
+    launches = launches[:limit]
+    work = [(x, source, variant) for x in launches] + \
+        ([(x, against, None) for x in launches] if against else [])
+    with concurrent.futures.ProcessPoolExecutor(max(1, jobs)) as pool:
+        got = list(pool.map(launch_facts, *zip(*work)))
+    lines = []
+    for i, (mode, q, cache, scales, group, params) in enumerate(launches):
+        now = got[i]
+        text = (f"{mode} q {q} cache {cache} scales {scales} G {group} {dict(params)}: "
+                f"{now[0]} registers, spills {now[1]} bytes, main loop {now[2]}")
+        if against:
+            old = got[len(launches) + i]
+            text += (f"; against: {old[0]}, {old[1]}, {old[2]}"
+                     + (" <<" if now[1] > old[1] or now[2] > old[2] else ""))
+        lines.append(text)
+    return lines
+
+
 def summary(name: str, f: dict) -> str:
     ops = f["ops"]
     shown = sorted(k for k in ops if k.split(".")[0] in (
@@ -313,6 +393,16 @@ def main(argv=None):
                    help="K and V scales of an fp8 cache")
     a.add_argument("--mode", choices=("decode", "prefill"), default="decode",
                    help="the rows' kind (prefill: the per-token kernel)")
+    tb = sub.add_parser("tables", help="every attention launch of a target's dispatch tables")
+    tb.add_argument("--hardware", default="sm_90")
+    tb.add_argument("--mode", choices=("decode", "prefill", "both"), default="both")
+    tb.add_argument("--against", default=None,
+                    help="another revision of generated/sparse_attn.py (a file) beside it")
+    tb.add_argument("--q", choices=("bf16", "fp16", "fp32"), default=None)
+    tb.add_argument("--cache", choices=tuple(POINTER), default=None)
+    tb.add_argument("--scales", choices=("none", "scalar", "per_token"), default=None)
+    tb.add_argument("--limit", type=int, default=None, help="the first N launches only")
+    tb.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     t = sub.add_parser("tiled", help="sparse-attention query-tiled kernel (prefill)")
     t.add_argument("--group", type=int, default=16, help="query heads per KV head")
     t.add_argument("--head-dim", type=int, default=128)
@@ -326,7 +416,7 @@ def main(argv=None):
     t.add_argument("--minima", action="store_true",
                    help="the union walked by repeated minima, not as sorted keys")
     t.add_argument("--tma", action="store_true", help="tiles through a tensor descriptor")
-    for sp in (a, t):
+    for sp in (a, t, tb):
         sp.add_argument("--source", default=None,
                         help="another revision of generated/sparse_attn.py (a file)")
         sp.add_argument("--variant", default=None,
@@ -334,6 +424,12 @@ def main(argv=None):
     args = p.parse_args(argv)
     common.setup(False)
     os.environ.pop("TRITON_INTERPRET", None)  # the interpreter replaces @triton.jit functions
+    if args.kernel == "tables":
+        modes = ("decode", "prefill") if args.mode == "both" else (args.mode,)
+        print("\n".join(tables_report(args.hardware, modes, args.source, args.variant,
+                                       args.against, args.limit, args.jobs,
+                                       (args.q, args.cache, args.scales))))
+        return
     if args.kernel == "router":
         K, N = (int(v) for v in args.shape.split("x"))
         compiled = router((K, N), args.block_m, args.block_k, args.warps, args.x, args.w,
