@@ -42,7 +42,8 @@ with the listed blocks packed together in the cache.
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base,split_only --where
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base \
         --launch "splits=1,head_split=4,num_warps=8;splits=2,head_split=2"
-        # other launches beside the table's (unset: 4 warps, 2 stages, whole blocks)
+        # other launches beside the table's (unset: 4 warps, 2 stages, whole blocks), each
+        # checked against the table's within AGAINST_TOL
     python3 tools/attn_ablation.py OUTDIR --rows bench32k --table --kv fp8e4m3 \
         --variants base,k_bits_asm,k_pairs --launch "splits=1,num_stages=3"
         # an fp8 cache (bench_attn's --kv): its K tile widened other ways
@@ -1378,6 +1379,7 @@ def main():
             calls["table launch, packed pages"] = (
                 lambda run=run: run(q, kv, ids, packed, lens, None, None, k_scale, v_scale,
                                     out))
+        first_want = None  # the first launch's output: every other launch is checked against it
         for launch in launches:
             tag = tag_of(launch)
             want = None
@@ -1395,6 +1397,11 @@ def main():
                     call()
                     if name == "base":
                         want = out.clone()
+                        if first_want is None:
+                            first_want = want
+                        else:  # another split or step: the sums in another order
+                            checks[f"{tag} base"] = bool(
+                                (want.float() - first_want.float()).abs().max() <= AGAINST_TOL)
                     elif want is not None and name in CLOSE:
                         diff = (out.float() - want.float()).abs().max().item()
                         checks[f"{tag} {name}"] = bool(diff <= CLOSE[name])
