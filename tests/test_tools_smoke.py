@@ -203,6 +203,7 @@ def test_attn_ablation_times_other_revisions_of_the_kernel(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     assert report[0]["same_bits"] == {"s4 w4 st2 other": True}, report[0]["same_bits"]
+    assert "other / base: " in run.stdout  # the summary's ratio
 
 
 def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
@@ -223,6 +224,8 @@ def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
     # each other launch's output checked against the table launch's
     launches = {"s1 w8 st2 hs4 base", "s2 w4 st2 base", "s2 w4 st2 tf base"}
     assert all(report[0]["same_bits"][k] for k in launches), report[0]["same_bits"]
+    # the summary: each other launch over the table's, one ratio per row
+    assert "s2 w4 st2 tf / the first launch: " in run.stdout and " over 1\n" in run.stdout
 
 
 def test_decode_ablation_smoke_builds_and_times_every_variant(tmp_path):

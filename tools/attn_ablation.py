@@ -53,6 +53,9 @@ table takes for it (query-tiled or split kernel), or at the launch ``--launch`` 
 (``"lanes=64,num_warps=4,num_stages=3,tma=True"``; with ``splits=`` the split kernel's). `p16_acc` (timing only) takes fp16
 products' P·V with the running output as its accumulator, as a bf16 q's are.
 
+The decode study ends with each variant's time over the kernel's at the same launch, and
+each other launch's over the row's first, median (min–max) over the rows.
+
 ``--against NAME=FILE[,...]`` times other revisions of generated/sparse_attn.py beside it
 (`git show REV:generated/sparse_attn.py > FILE`), checked against it within AGAINST_TOL.
 
@@ -1462,11 +1465,31 @@ def main():
                                                   min(n, programs // 5))
                 print(f"   {tag} timeline: {timelines[tag]}", flush=True)
         res.append({"row": list(row), "us": med, "plain_read_us": read, "same_bits": checks,
-                    "timeline": timelines})
+                    "timeline": timelines, "launches": [tag_of(x) for x in launches]})
         with open(os.path.join(out_dir, "attn_ablation.json"), "w") as f:
             json.dump(res, f, indent=1)
         del case, q, kv, ids, table, lens, out
         common.free_memory()
+    for line in ratio_summary(res, list(mods)):
+        print(line, flush=True)
+
+
+def ratio_summary(res, names) -> list[str]:
+    """Lines of the study's ratios over its rows, median (min–max): each variant's time over
+    the kernel's at the same launch, and each other launch's over the row's first (the
+    table's, with --table)."""
+    ratios = {}
+    for r in res:
+        first = r["launches"][0]
+        for tag in r["launches"]:
+            base = r["us"][f"{tag} base"]
+            for name in (n for n in names if n != "base"):
+                ratios.setdefault(f"{name} / base", []).append(r["us"][f"{tag} {name}"] / base)
+            if tag != first:
+                ratios.setdefault(f"{tag} / the first launch", []).append(
+                    base / r["us"][f"{first} base"])
+    return [f"{k}: {statistics.median(v):.3f} ({min(v):.3f}–{max(v):.3f}) over {len(v)}"
+            for k, v in ratios.items()]
 
 
 if __name__ == "__main__":
