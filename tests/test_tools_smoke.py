@@ -228,6 +228,19 @@ def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
     assert "s2 w4 st2 tf / the first launch: " in run.stdout and " over 1\n" in run.stdout
 
 
+def test_attn_ablation_floor_times_reads_with_partials_and_their_merge(tmp_path):
+    """--floor: the listed reads writing a split's partials, alone and with the merge kernel
+    after them, each shape's merged output checked (the mean of its parts' column sums)."""
+    run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke",
+                "--variants", "base", "--floor"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "attn_ablation.json").read_text())
+    floors = {k for k in report[0]["same_bits"] if k.startswith("floor ")}
+    assert len(floors) == 4 and all(report[0]["same_bits"][k] for k in floors), floors
+    timed = set(report[0]["us"])
+    assert all(f"{k} reads+partials" in timed and f"{k} +merge" in timed for k in floors)
+
+
 def test_decode_ablation_smoke_builds_and_times_every_variant(tmp_path):
     run = _run([os.path.join("tools", "decode_ablation.py"), str(tmp_path), "--smoke"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

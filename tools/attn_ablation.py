@@ -29,7 +29,11 @@ warps per step; within CLOSE's bound); `sums_log2_mask` is all three. Beside eac
 on its grid, with and without its dynamic shared memory, times the launch without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
-with the listed blocks packed together in the cache.
+with the listed blocks packed together in the cache. `--floor` times the floor of any split
+attention that streams like the fastest of those reads: the same reads, each program writing
+the partials such a split must write (its G heads' outputs and log-sum-exps, the split
+kernel's layout), with and without the merge kernel as their programmatic dependent
+(`FLOOR_READS`; the merged output checked).
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
@@ -40,6 +44,7 @@ with the listed blocks packed together in the cache.
         # rows given as Hq/Hkv/R/context/Q
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base,cluster_merge
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base,split_only --where
+    python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base --floor
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base \
         --launch "splits=1,head_split=4,num_warps=8;splits=2,head_split=2"
         # other launches beside the table's (unset: 4 warps, 2 stages, whole blocks), each
@@ -965,6 +970,55 @@ def _gather_kernel():
     return _page_sums
 
 
+def _partials_kernel():
+    import triton
+    import triton.language as tl
+    from triton.language.extra.cuda import gdc_launch_dependents
+
+    @triton.jit
+    def _page_partials(kv_ptr, pages_ptr, heads_ptr, part_ptr, rows, topk, HQ,
+                       stride_p, stride_t, stride_h, v_off,
+                       D: tl.constexpr, TOKENS: tl.constexpr, PARTS: tl.constexpr,
+                       G: tl.constexpr, GP: tl.constexpr, PDL: tl.constexpr):
+        # The floor of any split attention streaming like the fastest plain read: program
+        # (i, part) reads part ``part`` of PARTS of listed block i's K and V rows (its page
+        # from a list, one dependent load, as table_first's) and writes what such a split
+        # must write for its G query heads, in the split kernel's layout (o [splits, rows,
+        # HQ, D] then lse [splits, rows, HQ]; split = entry · PARTS + part): here every
+        # lane's o is the part's column sums and its lse 0, so the merge kernel (a
+        # programmatic dependent) gives their mean.
+        if PDL:
+            gdc_launch_dependents()
+        i = tl.program_id(0)
+        part = tl.program_id(1)
+        page = tl.load(pages_ptr + i)
+        head = tl.load(heads_ptr + i)
+        offs = tl.arange(0, TOKENS)[:, None] * stride_t + tl.arange(0, D)[None, :]
+        acc = tl.zeros((TOKENS, D), tl.float32)
+        SPAN: tl.constexpr = 128 // PARTS
+        base = kv_ptr + page.to(tl.int64) * stride_p + head.to(tl.int64) * stride_h
+        for t0 in tl.static_range(0, SPAN, TOKENS):
+            t = part * SPAN + t0
+            acc += tl.load(base + t * stride_t + offs).to(tl.float32)
+            acc += tl.load(base + v_off + t * stride_t + offs).to(tl.float32)
+        col = tl.sum(acc, axis=0)
+        row = i // topk % rows
+        split = (i % topk) * PARTS + part
+        lane = tl.arange(0, GP)
+        slot = (split * rows + row).to(tl.int64) * HQ + head * G + lane
+        o = tl.zeros((GP, D), tl.float32) + col[None, :]
+        tl.store(part_ptr + slot[:, None] * D + tl.arange(0, D)[None, :], o,
+                 mask=(lane < G)[:, None])
+        lse_base = part_ptr + (topk * PARTS * rows).to(tl.int64) * HQ * D
+        tl.store(lse_base + slot, tl.zeros((GP,), tl.float32), mask=lane < G)
+    return _page_partials
+
+
+# (parts, tokens per load, warps) of --floor's reads with partials: the fastest plain read's
+# shape (four 4-warp programs of 32 rows of K and V per block) and coarser ones
+FLOOR_READS = ((4, 16, 4), (2, 16, 4), (1, 16, 4), (1, 32, 8))
+
+
 # (chain, pages, parts, tokens per load, warps, blocks) of the listed reads --where times
 WHERE_READS = (("pages", "random", 1, 32, 8, 1), ("list", "random", 1, 32, 8, 1),
                ("pages", "in order", 1, 32, 8, 1), ("none", "in order", 1, 32, 8, 1),
@@ -1382,6 +1436,42 @@ def main():
             calls["table launch, packed pages"] = (
                 lambda run=run: run(q, kv, ids, packed, lens, None, None, k_scale, v_scale,
                                     out))
+        if "--floor" in sys.argv and bool((ids >= 0).all()):
+            # the floor of a split attention that streams like the fastest plain read: the
+            # reads, each program's partials (G heads × D, fp32, and lse), and the merge
+            # kernel as its programmatic dependent; timed with and without the merge
+            floor = _partials_kernel()
+            kp, kh, kt, _, v_off = base.kv_strides(kv, q.shape[2])
+            pages, heads = listed_pages(ids, table, Q)
+            T, HQ, D = q.shape
+            G = HQ // Hkv
+            blocks = kv[pages.long(), :, :, heads.long(), :].float()  # [N, 2, 128, D]
+            pdl = not SMOKE
+            for parts, tokens, warps in FLOOR_READS:
+                splits = ids.shape[2] * parts
+                part = torch.empty(splits * T * HQ * (D + 1), dtype=torch.float32, device=dev)
+
+                def read(parts=parts, tokens=tokens, warps=warps, part=part):
+                    floor[(pages.numel(), parts)](
+                        kv, pages, heads, part, T, ids.shape[2], HQ, kp, kt, kh, v_off, D=D,
+                        TOKENS=tokens, PARTS=parts, G=G,
+                        GP=max(16, 1 << (G - 1).bit_length()), PDL=pdl,
+                        num_warps=warps)
+
+                def merged(read=read, splits=splits, part=part):
+                    read()
+                    base._sparse_attn_merge_kernel[(T, HQ)](
+                        part, out, T, HQ, out.stride(0), out.stride(1), out.stride(2), D=D,
+                        SPLITS=splits, PDL=pdl, num_warps=1,
+                        **({"launch_pdl": True} if pdl else {}))
+                label = f"floor p{parts} t{tokens} w{warps} ({splits} splits)"
+                calls[f"{label} reads+partials"] = read
+                calls[f"{label} +merge"] = merged
+                out.fill_(float("nan"))
+                merged()  # the mean of the parts' column sums, for every head of the KV head
+                want = blocks.view(-1, 2, parts, 128 // parts, D).sum(dim=(1, 3)).view(
+                    Hkv, T, splits, D).mean(dim=2).repeat_interleave(G, dim=0).transpose(0, 1)
+                checks[label] = bool(torch.allclose(out.float(), want, rtol=2e-2, atol=5e-2))
         first_want = None  # the first launch's output: every other launch is checked against it
         for launch in launches:
             tag = tag_of(launch)
@@ -1440,7 +1530,7 @@ def main():
             R * Q * ids.shape[2] * Hkv, 128 * 2 * q.shape[2] * kv.element_size() // 4)[
             "median_us"]
         where = "".join(f"  {k} {v:.2f}" for k, v in med.items()
-                        if k.startswith(("read ", "table launch, packed")))
+                        if k.startswith(("read ", "table launch, packed", "floor ")))
         print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}" + where
               + ("" if read is None else f"  plain read {read:.2f}")
               + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
