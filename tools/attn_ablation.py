@@ -1534,6 +1534,11 @@ def main():
         print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}" + where
               + ("" if read is None else f"  plain read {read:.2f}")
               + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
+        floors = {k: v for k, v in med.items() if k.startswith("floor ") and k.endswith("+merge")}
+        if floors and read is not None:
+            best = min(floors, key=floors.get)
+            print(f"   floor with its merge at best {floors[best]:.2f} ({best}); 80 % of the "
+                  f"plain read allows {read / 0.8:.2f}", flush=True)
         for launch in launches:
             tag = tag_of(launch)
             names = list(mods) + [n for n in ("empty grid", "empty grid+smem",
