@@ -1436,7 +1436,9 @@ def main():
             calls["table launch, packed pages"] = (
                 lambda run=run: run(q, kv, ids, packed, lens, None, None, k_scale, v_scale,
                                     out))
-        if "--floor" in sys.argv and bool((ids >= 0).all()):
+        if "--floor" in sys.argv and not bool((ids >= 0).all()):
+            print(f"{row}: --floor not timed (its lists have -1 entries)", flush=True)
+        elif "--floor" in sys.argv:
             # the floor of a split attention that streams like the fastest plain read: the
             # reads, each program's partials (G heads × D, fp32, and lse), and the merge
             # kernel as its programmatic dependent; timed with and without the merge
