@@ -235,10 +235,12 @@ def test_attn_ablation_floor_times_reads_with_partials_and_their_merge(tmp_path)
                 "--variants", "base", "--floor"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
-    floors = {k for k in report[0]["same_bits"] if k.startswith("floor ")}
-    assert len(floors) == 4 and all(report[0]["same_bits"][k] for k in floors), floors
+    checks = {k: v for k, v in report[0]["same_bits"].items() if k.startswith("floor ")}
+    assert len(checks) == 8 and all(checks.values()), checks  # both merges of 4 shapes
+    shapes = {k.rsplit(" +", 1)[0] for k in checks}
     timed = set(report[0]["us"])
-    assert all(f"{k} reads+partials" in timed and f"{k} +merge" in timed for k in floors)
+    assert len(shapes) == 4 and all(f"{k} reads+partials" in timed and f"{k} +merge" in timed
+                                    and f"{k} +rolled merge" in timed for k in shapes)
 
 
 def test_decode_ablation_smoke_builds_and_times_every_variant(tmp_path):

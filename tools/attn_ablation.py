@@ -32,8 +32,8 @@ several program shapes; each checked to sum the bytes it stands for) and the tab
 with the listed blocks packed together in the cache. `--floor` times the floor of any split
 attention that streams like the fastest of those reads: the same reads, each program writing
 the partials such a split must write (its G heads' outputs and log-sum-exps, the split
-kernel's layout), with and without the merge kernel as their programmatic dependent
-(`FLOOR_READS`; the merged output checked).
+kernel's layout), with and without the merge kernel as their programmatic dependent (as
+generated, and with its split loops rolled; `FLOOR_READS`; the merged output checked).
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
@@ -1443,6 +1443,10 @@ def main():
             # reads, each program's partials (G heads × D, fp32, and lse), and the merge
             # kernel as its programmatic dependent; timed with and without the merge
             floor = _partials_kernel()
+            # the merge kernel with its split loops rolled (fewer registers: at 64 splits the
+            # unrolled one spills)
+            rolled = build("merge_rolled", [("for sp in tl.static_range(SPLITS):",
+                                             "for sp in tl.range(SPLITS):")])
             kp, kh, kt, _, v_off = base.kv_strides(kv, q.shape[2])
             pages, heads = listed_pages(ids, table, Q)
             T, HQ, D = q.shape
@@ -1460,20 +1464,22 @@ def main():
                         GP=max(16, 1 << (G - 1).bit_length()), PDL=pdl,
                         num_warps=warps)
 
-                def merged(read=read, splits=splits, part=part):
+                def merged(read=read, splits=splits, part=part, mod=base):
                     read()
-                    base._sparse_attn_merge_kernel[(T, HQ)](
+                    mod._sparse_attn_merge_kernel[(T, HQ)](
                         part, out, T, HQ, out.stride(0), out.stride(1), out.stride(2), D=D,
                         SPLITS=splits, PDL=pdl, num_warps=1,
                         **({"launch_pdl": True} if pdl else {}))
                 label = f"floor p{parts} t{tokens} w{warps} ({splits} splits)"
                 calls[f"{label} reads+partials"] = read
-                calls[f"{label} +merge"] = merged
-                out.fill_(float("nan"))
-                merged()  # the mean of the parts' column sums, for every head of the KV head
                 want = blocks.view(-1, 2, parts, 128 // parts, D).sum(dim=(1, 3)).view(
                     Hkv, T, splits, D).mean(dim=2).repeat_interleave(G, dim=0).transpose(0, 1)
-                checks[label] = bool(torch.allclose(out.float(), want, rtol=2e-2, atol=5e-2))
+                for merge, mod in (("+merge", base), ("+rolled merge", rolled)):
+                    calls[f"{label} {merge}"] = lambda merged=merged, mod=mod: merged(mod=mod)
+                    out.fill_(float("nan"))
+                    calls[f"{label} {merge}"]()  # the mean of the parts' column sums, per head
+                    checks[f"{label} {merge}"] = bool(torch.allclose(out.float(), want,
+                                                                     rtol=2e-2, atol=5e-2))
         first_want = None  # the first launch's output: every other launch is checked against it
         for launch in launches:
             tag = tag_of(launch)
@@ -1536,7 +1542,7 @@ def main():
         print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}" + where
               + ("" if read is None else f"  plain read {read:.2f}")
               + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
-        floors = {k: v for k, v in med.items() if k.startswith("floor ") and k.endswith("+merge")}
+        floors = {k: v for k, v in med.items() if k.startswith("floor ") and k.endswith("merge")}
         if floors and read is not None:
             best = min(floors, key=floors.get)
             print(f"   floor with its merge at best {floors[best]:.2f} ({best}); 80 % of the "
