@@ -1025,7 +1025,10 @@ WHERE_READS = (("pages", "random", 1, 32, 8, 1), ("list", "random", 1, 32, 8, 1)
                ("pages", "random", 4, 16, 4, 1), ("pages", "random", 8, 16, 4, 1),
                ("pages", "random", 4, 16, 2, 1), ("none", "in order", 4, 16, 4, 1),
                ("pages", "random", 1, 16, 4, 2), ("pages", "random", 1, 32, 4, 2),
-               ("pages", "random", 1, 16, 8, 2), ("list", "random", 4, 16, 4, 1))
+               ("pages", "random", 1, 16, 8, 2), ("list", "random", 4, 16, 4, 1),
+               # a row's whole list per program (topk 16): what an attention without splits,
+               # and so without a merge, could stream at best
+               ("pages", "random", 1, 32, 8, 16), ("pages", "random", 1, 32, 16, 16))
 
 
 def listed_pages(ids, table, Q):
@@ -1413,6 +1416,8 @@ def main():
                 if where == "in order":  # (packed: pages 0, 1, ... of the blocks' bytes)
                     pages, order = pages.sort()
                     heads = heads[order].contiguous()
+                if pages.numel() % blocks:  # (lists shorter than a program's blocks)
+                    continue
                 sums = torch.empty(pages.numel() // blocks * parts, dtype=torch.float32,
                                    device=dev)
                 label = f"read {chain} {where} p{parts} t{tokens} w{warps} b{blocks}"
