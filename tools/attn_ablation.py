@@ -98,7 +98,6 @@ import torch  # noqa: E402
 
 import generated  # noqa: E402,F401
 from generated import sparse_attn as base  # noqa: E402
-from tune.measure import interleave  # noqa: E402
 
 # name -> [(old text, new text)] applied to generated/sparse_attn.py
 # the end of the split kernel's loop over its tiles (its last call's arguments)
@@ -1254,23 +1253,6 @@ def tag_of(launch) -> str:
             + (" tf" if launch.get("table_first") else ""))
 
 
-def interleaved_medians(calls, per_round):
-    """{name: median µs} of each call, timed interleaved in rotating rounds (graph replay, L2
-    flushed); with --smoke one CPU call's time stands for every sample (the code paths only)."""
-    samplers = {}
-    for name, fn in calls.items():
-        if SMOKE:
-            once = common.time_cpu(fn, 1, 0)["median_us"]
-            samplers[name] = lambda n, once=once: [once] * n
-            continue
-        fn()
-        torch.cuda.synchronize()
-        g = common.capture_graph(fn)
-        samplers[name] = lambda n, g=g: common.replay_times(g.replay, n, settled=True)
-    times = interleave(samplers, rounds=1 if SMOKE else 5, per_round=2 if SMOKE else per_round)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 def prefill_main(out_dir, mods, kv):
     """--prefill: bench_attn's prefill rows at the launch the table takes for each, every
     variant timed interleaved (graph replay, L2 flushed); variants in CORRECT checked bit for
@@ -1327,7 +1309,7 @@ def prefill_main(out_dir, mods, kv):
                     checks[name] = bool((out.float() - want.float()).abs().max() <= CLOSE[name])
                 else:
                     checks[name] = bool(torch.equal(out, want))
-        med = interleaved_medians(calls, per_round=10)
+        med = common.interleaved_medians(calls, SMOKE, per_round=10)
         tag = " ".join(f"{k}={launch[k]}" for k in launch if k not in ("hardware", "rule"))
         print(f"prefill {Hq}/{Hkv} ({prefix} + {chunk}) {tag}: "
               + "  ".join(f"{n} {us:.1f}" + ("" if n == "base" else
@@ -1537,7 +1519,7 @@ def main():
                                   f"of {cluster} at once", flush=True)
                         except Exception as e:  # noqa: BLE001 - a study: report, go on
                             print(f"   {tag} {label}: not timed ({e})", flush=True)
-        med = interleaved_medians(calls, per_round=20)
+        med = common.interleaved_medians(calls, SMOKE, per_round=20)
         # a plain streaming read of the row's KV bytes, timed the same way (bench_attn's floor)
         read = None if SMOKE else common.row_read_us(
             R * Q * ids.shape[2] * Hkv, 128 * 2 * q.shape[2] * kv.element_size() // 4)[

@@ -263,6 +263,27 @@ def time_graphs(fns: dict, reps: int = 30, rounds: int = 5, smoke: bool = False,
     return out
 
 
+def interleaved_medians(calls: dict, smoke: bool, per_round: int = 20, rounds: int = 5) -> dict:
+    """name -> median µs of each call, captured in a CUDA graph and timed interleaved in
+    rotating rounds (L2 flushed, `tune.measure.interleave`); with ``smoke`` one CPU call's time
+    stands for every sample (the code paths only)."""
+    from tools.tune.measure import interleave
+
+    samplers = {}
+    for name, fn in calls.items():
+        if smoke:
+            once = time_cpu(fn, 1, 0)["median_us"]
+            samplers[name] = lambda n, once=once: [once] * n
+            continue
+        import torch
+
+        fn()
+        torch.cuda.synchronize()
+        graph = capture_graph(fn)
+        samplers[name] = lambda n, graph=graph: replay_times(graph.replay, n, settled=True)
+    times = interleave(samplers, rounds=1 if smoke else rounds, per_round=2 if smoke else per_round)
+    return {k: statistics.median(v) for k, v in times.items()}
+
 def time_cpu(fn, reps: int = 3, warmup: int = 1) -> dict:
     """Smoke timing: perf_counter around eager calls (no device, no flush)."""
     for _ in range(warmup):

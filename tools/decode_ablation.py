@@ -15,7 +15,6 @@ import importlib
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 
@@ -30,7 +29,6 @@ import torch  # noqa: E402
 import bench  # noqa: E402
 import generated  # noqa: E402
 from specs.index_decode import SPECS as DECODE_SPECS  # noqa: E402
-from tune.measure import interleave  # noqa: E402
 
 # name -> {file of generated/: [(old text, new text)]}
 VARIANTS = {
@@ -193,18 +191,7 @@ def main():
                     generated.decode_indexer, sc, inp,
                     {"variant": "index_decode_fused", "kv_chunks": score.get("kv_chunks", 64),
                      "topk_tile": tile, "num_warps": 4, "num_stages": 2}, None)
-        samplers = {}
-        for k, fn in calls.items():
-            if SMOKE:  # the code paths only: the first call's time stands for every sample
-                once = common.time_cpu(fn, 1, 0)["median_us"]
-                samplers[k] = lambda n, once=once: [once] * n
-                continue
-            fn()
-            torch.cuda.synchronize()
-            g = common.capture_graph(fn)
-            samplers[k] = lambda n, g=g: common.replay_times(g.replay, n, settled=True)
-        times = interleave(samplers, rounds=1 if SMOKE else 5, per_round=1 if SMOKE else 20)
-        med = {k: statistics.median(v) for k, v in times.items()}
+        med = common.interleaved_medians(calls, SMOKE)
         launch = {k: v for k, v in ex.items() if not k.endswith("rule")}
         print(f"R{R} {ctx // 1024}k Q{Q} ({launch})", flush=True)
         for k, v in med.items():

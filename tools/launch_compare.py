@@ -136,26 +136,6 @@ def bench_rows(smoke: bool) -> dict:
     return {label: (table, point) for label, table, point in rows}
 
 
-def time_pair(calls: dict, smoke: bool) -> dict:
-    """key -> median µs of the calls, timed interleaved."""
-    import torch
-
-    from tune.measure import interleave
-
-    samplers = {}
-    for k, fn in calls.items():
-        if smoke:  # the code paths only: the first call's time stands for every sample
-            once = common.time_cpu(fn, 1, 0)["median_us"]
-            samplers[k] = lambda n, once=once: [once] * n
-            continue
-        fn()
-        torch.cuda.synchronize()
-        graph = common.capture_graph(fn)
-        samplers[k] = lambda n, graph=graph: common.replay_times(graph.replay, n, settled=True)
-    times = interleave(samplers, rounds=1 if smoke else 5, per_round=1 if smoke else 20)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 def compare_router(old: dict, hw: str, smoke: bool, say) -> list:
     import torch
 
@@ -193,7 +173,7 @@ def compare_router(old: dict, hw: str, smoke: bool, say) -> list:
         for name, (kernel, params) in launches.items():
             run = prepare[kernel](x, w, **params)
             calls[name] = lambda run=run: run(x, w, logits)
-        us = time_pair(calls, smoke)
+        us = common.interleaved_medians(calls, smoke)
         say(f"{label}: old {us['old']:.2f}  new {us['new']:.2f}  (empty {us['empty kernel']:.2f})"
             f"  new/old {us['new'] / us['old']:.3f}")
         out.append({**record, "us": us})
@@ -265,11 +245,11 @@ def compare_attention(old: dict, hw: str, smoke: bool, say) -> list:
         for name, launch in launches.items():
             calls[name] = lambda launch=launch: sa.sparse_attn_with_launch(
                 launch, "decode", **case, output=output)
-        us = time_pair(calls, smoke)
+        us = common.interleaved_medians(calls, smoke)
         # the same launches inside sparse_decode_step, a programmatic dependent of the indexer
         # (its programs start while the indexer's last ones run): what a serving step pays
         steps = step_pair(sa, case, row, launches, dev)
-        step_us = time_pair({"old": steps["old"], "new": steps["new"]}, smoke)
+        step_us = common.interleaved_medians({"old": steps["old"], "new": steps["new"]}, smoke)
         say(f"{label}: old {us['old']:.2f}  new {us['new']:.2f}  (empty {us['empty kernel']:.2f})"
             f"  new/old {us['new'] / us['old']:.3f};  in the step: old {step_us['old']:.2f}  "
             f"new {step_us['new']:.2f}  new/old {step_us['new'] / step_us['old']:.3f}")

@@ -23,7 +23,6 @@ are wrong by design: timing only.
 import importlib.util
 import json
 import os
-import statistics
 import sys
 import tempfile
 
@@ -37,7 +36,6 @@ import torch  # noqa: E402
 
 import generated  # noqa: E402,F401
 from generated import moe_router as base  # noqa: E402
-from tune.measure import interleave  # noqa: E402
 
 X_LOAD = ("        x = tl.load(x_ptr + rows[:, None, None] * HIDDEN_SIZE + (k0 + cols)[None, None, :],\n"
           "                    mask=row_ok[:, None, None], other=0.0)\n")
@@ -205,19 +203,7 @@ def main():
             run = prepare(x, w, **params)
             calls[name] = lambda run=run: run(x, w, out)
         check_correct(calls, x, w, out)
-        samplers = {}
-        for k, fn in calls.items():
-            if SMOKE:  # the code paths only: the first call's time stands for every sample
-                once = common.time_cpu(fn, 1, 0)["median_us"]
-                samplers[k] = lambda n, once=once: [once] * n
-                continue
-            fn()
-            torch.cuda.synchronize()
-            graph = common.capture_graph(fn)
-            samplers[k] = lambda n, graph=graph: common.replay_times(graph.replay, n,
-                                                                     settled=True)
-        times = interleave(samplers, rounds=1 if SMOKE else 5, per_round=1 if SMOKE else 20)
-        med = {k: statistics.median(v) for k, v in times.items()}
+        med = common.interleaved_medians(calls, SMOKE)
         print(f"{label} {params}: " + "  ".join(f"{k} {v:.2f}" for k, v in med.items()),
               flush=True)
         res.append({"shape": [K, N], "M": M, "x_dtype": x_dtype,
