@@ -641,9 +641,54 @@ def test_indexer_offsets_past_int32_are_refused_by_name():
     with pytest.raises(ValueError, match="^out"):
         generated.index_prefill_topk(score, cu, pre, 1, 4, 0, 0, out=out)
     del out
+    S = (1 << 31) // 15 + 64  # index_prefill_topk: a score row's 16 blocks span 2^31
+    wide_score = virtual_tensor(15 * S + 1, torch.float32).as_strided((1, 1, 16), (1, 1, S))
+    with pytest.raises(ValueError, match="^score"):
+        generated.index_prefill_topk(wide_score, cu, pre, 1, 4, 0, 0)
+    del wide_score
     # (the one block's score; the scratch's other columns are never written)
     assert torch.equal(generated.index_decode_scores(q, cache, table, lens, 128, 0, 0, 1, 1)
                        [..., :1], want)
+
+
+def test_tables_whose_rows_lie_2_31_elements_apart_give_the_contiguous_result():
+    """The attention table read, the page-16 table written and the builder's ids may have rows
+    2^31 elements apart or more (views over a large allocation): the kernels take row offsets in
+    int64, so each call equals the one on contiguous tensors, and nothing past the rows moves."""
+    R, topk, S = 3, 4, (1 << 30) + 16  # row 2 starts 2^31 + 32 elements in
+    inputs, attn, _ = make_decode_inputs(1, 1, [300, 200, 400], seed=12, attention_table=True)
+
+    def wide_rows(t):
+        wide = virtual_tensor(2 * S + t.shape[1], t.dtype).as_strided(tuple(t.shape), (S, 1))
+        wide.copy_(t)
+        return wide
+
+    tables = dict(attention_block_table=attn, block_page_stride=8,
+                  sparse_block_table_out=torch.zeros((R, topk * 8), dtype=torch.int32,
+                                                     device=DEVICE),
+                  sparse_context_lens_out=torch.zeros((R,), dtype=torch.int32, device=DEVICE))
+    call = dict(inputs, topk=topk, init_blocks=0, local_blocks=1, num_kv_heads=1,
+                decode_query_len=1, max_decode_query_len=1, **tables)
+    ids = generated.index_decode(**call).clone()
+    want = tables["sparse_block_table_out"].clone()
+    wide_attn = wide_rows(attn)
+    tables["sparse_block_table_out"].fill_(-5)
+    assert torch.equal(generated.index_decode(**{**call, "attention_block_table": wide_attn}),
+                       ids)
+    assert torch.equal(tables["sparse_block_table_out"], want)
+    wide_out = wide_rows(torch.full_like(want, -5))
+    generated.index_decode(**{**call, "sparse_block_table_out": wide_out})
+    assert torch.equal(wide_out, want)
+    del wide_out
+
+    lens = inputs["seq_lens"]
+    want_table, want_ctx = generated.build_sparse_block_table_decode(ids, attn, lens, 1, 8)
+    got = generated.build_sparse_block_table_decode(ids, wide_attn, lens, 1, 8)
+    assert torch.equal(got[0], want_table) and torch.equal(got[1], want_ctx)
+    del wide_attn
+    wide_ids = wide_rows(ids[0]).unsqueeze(0)
+    got = generated.build_sparse_block_table_decode(wide_ids, attn, lens, 1, 8)
+    assert torch.equal(got[0], want_table) and torch.equal(got[1], want_ctx)
 
 
 def test_table_builder_refuses_widths_whose_keys_pass_int32():
