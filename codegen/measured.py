@@ -358,7 +358,10 @@ def _check_row(f: _File, table: str, index: int, row, runs: dict) -> Row:
         if not isinstance(measured, dict):
             loc_fail("measured", "a measured row needs its measurements (an object)")
         for part in ("winner", "runner_up"):
-            times = (measured.get(part) or {}).get("us", {})
+            entry = measured.get(part) or {}
+            if not isinstance(entry, dict):
+                loc_fail(f"measured.{part}", f"must be an object with 'us', got {entry!r}")
+            times = entry.get("us", {})
             if not isinstance(times, dict):
                 loc_fail(f"measured.{part}.us", "must map representatives to {run: µs}")
             for rep, by_run in times.items():
@@ -446,7 +449,8 @@ def loads(text: str, path: str) -> MeasuredTarget:
                "must be an object with 'runs' (label → run facts) and 'tunes' (a list)")
     for tune in prov["tunes"]:
         if not (isinstance(tune, dict) and isinstance(tune.get("sections"), list)
-                and all(r in prov["runs"] for r in tune.get("runs", ()))):
+                and isinstance(tune.get("runs", ()), (list, tuple))
+                and all(isinstance(r, str) and r in prov["runs"] for r in tune.get("runs", ()))):
             f.fail(getattr(tune, "line", data.key_lines["provenance"]), "provenance.tunes",
                    "each tune names its 'sections' and the 'runs' (described in "
                    "provenance.runs) it chose from")

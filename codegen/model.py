@@ -7,6 +7,7 @@ classes in ``codegen/families/``.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any, Callable
@@ -150,6 +151,10 @@ def identifier(inst, attribute, value):
         fail(inst, attribute.name, f"must be a lower-case identifier, got {value!r}")
 
 
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _to_tuple(value):
     if isinstance(value, (list, tuple)):
         return tuple(value)
@@ -205,6 +210,18 @@ class Hardware:
                                            validator=typed(tuple, optional=True))
     aliases: tuple = attrs.field(default=(), converter=_to_tuple, validator=seq_of(str))
     loc: Location = LOC
+
+    @capability.validator
+    def _capability(self, attribute, value):
+        if value is not None and not (len(value) == 2 and all(
+                _is_count(v) for v in value)):
+            fail(self, "capability", f"must be (major, minor), two ints ≥ 0, got {value!r}")
+
+    @aliases.validator
+    def _aliases(self, attribute, value):
+        for alias in value:  # users' spellings are matched lower-cased (normalize_hardware)
+            if not alias or alias != alias.strip().lower():
+                fail(self, "aliases", f"must be lower case, non-empty and unpadded, got {alias!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,8 +326,11 @@ class Variant:
 
     @output.validator
     def _output(self, attribute, value):
-        if value.startswith("/") or ".." in value.split("/") or not value:
-            fail(self, "output", f"must be a relative path inside generated/, got {value!r}")
+        # a module of the generated package: the path its import name gives, one spelling only
+        parts = value[:-3].split("/") if value.endswith(".py") else []
+        if not parts or not all(p.isidentifier() for p in parts):
+            fail(self, "output", f"must be a module path inside generated/ (identifiers joined "
+                                 f"by '/', ending .py), got {value!r}")
 
     @constants.validator
     def _constants(self, attribute, value):
@@ -323,6 +343,9 @@ class Variant:
             seen.add(item[0])
             if not isinstance(item[1], (int, float, str, bool)):
                 fail(self, "constants", f"constant {item[0]!r} must be a literal, got {item[1]!r}")
+            if isinstance(item[1], float) and not math.isfinite(item[1]):
+                fail(self, "constants", f"constant {item[0]!r} must be finite (it is written as "
+                                        f"a Python literal), got {item[1]!r}")
 
     @params.validator
     def _params(self, attribute, value):

@@ -90,6 +90,12 @@ class Axis:
         if self.kind == "enum":
             if not self.values:
                 fail(self, "values", "an enum axis needs at least one value")
+            for v in self.values:
+                try:
+                    hash(v)
+                except TypeError:
+                    fail(self, "values", f"values are matched as keys: {v!r} is not hashable "
+                                         f"(a tuple, not a list?)")
             if len(set(self.values)) != len(self.values):
                 twice = sorted({repr(v) for v in self.values if self.values.count(v) > 1})
                 fail(self, "values", f"values must be distinct: {', '.join(twice)} given more "
@@ -290,6 +296,10 @@ def _norm_int(rule: Rule, axis: Axis, raw: Any) -> Between:
     if isinstance(raw, bool) or not isinstance(raw, (int, Between)):
         fail(rule, f"when.{axis.name}", f"an int axis takes an int or between(lo, hi), got {raw!r}")
     cond = Between(raw, raw) if isinstance(raw, int) else raw
+    if not all(isinstance(v, int) and not isinstance(v, bool)
+               for v in (cond.lo, cond.hi) if v is not None) or cond.lo is None:
+        fail(rule, f"when.{axis.name}", f"between takes ints (hi None: unbounded), got "
+                                        f"{cond.lo!r}, {cond.hi!r}")
     if cond.hi is not None and cond.hi < cond.lo:
         fail(rule, f"when.{axis.name}", f"range {cond.lo}..{cond.hi} is empty")
     if cond.hi is None and axis.hi is not None:
@@ -348,8 +358,13 @@ def flatten(policy: Policy, variants: dict) -> tuple[FlatRule, ...]:
                 fail(rule, "by.axis", f"bucket axis must be an int axis of the policy, "
                                       f"got {rule.by.axis!r}")
             pos = list(axes).index(rule.by.axis)
+            domain = Between(axes[rule.by.axis].lo, axes[rule.by.axis].hi)
             pieces = []
             for lo, hi, extra in rule.by.rows:
+                if lo < domain.lo or (domain.hi is not None and hi is not None and hi > domain.hi):
+                    fail(rule.by, "rows", f"bucket {Between(lo, hi)} leaves the domain "
+                                          f"{domain} of axis {rule.by.axis!r} (policy "
+                                          f"'{policy.name}', rule at {rule.loc})")
                 clipped = _intersect(conds[pos], Between(lo, hi))
                 if clipped is None:
                     continue

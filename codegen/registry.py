@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from . import families
-from .model import Hardware, SpecError, Variant, distinct_names, set_location_root
+from .model import Hardware, Location, SpecError, Variant, distinct_names, set_location_root
 from .policy import FlatRule, Policy, flatten
 
 # A source checkout holds specs/ and generated/ next to codegen/; an installed codegen (in
@@ -33,6 +33,11 @@ class Registry:
     tables: dict  # policy name -> tuple[FlatRule]
     family_specs: dict  # family -> tuple of family spec objects (as written in specs/)
     extras: dict  # family -> extra render data returned by the family's expand()
+
+    def rules(self, policy: str) -> tuple:
+        """The flattened rules of ``policy`` that choose a variant and its launch (its table
+        without the Outside regions, which only say why their points are refused)."""
+        return tuple(r for r in self.tables[policy] if r.variant is not None)
 
 
 def _import_dir(spec_dir: str):
@@ -81,8 +86,11 @@ def _load(spec_dir: str) -> Registry:
     hardware = _check_unique([s for s in collected if isinstance(s, Hardware)])
     for needed in ("generic",):
         if needed not in hardware:
-            raise SpecError(None, "Hardware", "name",
-                            f"the fallback hardware target {needed!r} must be declared")
+            where = next(iter(hardware.values())).loc if hardware else \
+                Location(os.path.join(os.path.basename(os.path.abspath(spec_dir)), ""), 0)
+            raise SpecError(where, "Hardware", "name",
+                            f"the fallback hardware target {needed!r} must be declared "
+                            f"(beside the other targets)")
     aliases: dict[str, str] = {}
     for hw in hardware.values():
         for alias in (hw.name,) + hw.aliases:

@@ -20,6 +20,7 @@ from .registry import Registry, hardware_aliases
 from .capabilities import (FP8_CVT_CAPABILITY, PDL_CAPABILITY, TF32_CAPABILITY,
                            TMA_CAPABILITY)
 from .lower import TORCH_DTYPES, literal
+from .model import SpecError
 from .targets import source as target_naming_source
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -158,18 +159,26 @@ def lower_policy(policy: Policy, rules: tuple) -> dict:
     }
 
 
+# The files the generator writes besides the variants' modules (`artifacts`, `render_all`).
+OWN_FILES = ("DISPATCH.md", "MANIFEST.json", "__init__.py", "_interpreter.py", "_runtime.py",
+             "dispatch.py", "precompile.py")
+
+
 def artifacts(reg: Registry) -> list[Artifact]:
     """Every file of generated/, with its render context."""
     out: list[Artifact] = []
     by_output: dict[str, list] = {}
     for v in reg.variants.values():
+        if v.output in OWN_FILES:
+            raise SpecError(v.loc, f"Variant {v.name}", "output",
+                            f"{v.output} is a file the generator writes itself (its own: "
+                            f"{', '.join(OWN_FILES)})")
         by_output.setdefault(v.output, []).append(v)
     family_mods = {f.NAME: f for f in families.ALL}
     for path, variants in sorted(by_output.items()):
         templates = sorted({v.template for v in variants})
         fams = sorted({v.family for v in variants})
         if len(templates) != 1 or len(fams) != 1:
-            from .model import SpecError
             raise SpecError(variants[0].loc, f"Variant {variants[0].name}", "output",
                             f"variants writing {path} disagree on template/family: "
                             f"{templates} / {fams}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -935,7 +936,35 @@ POLICY_OPEN = "SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axe
      "SPECS = (variant(tensors=(TensorContract(name='x', rank=1, dtypes=('fp64',)),)),)\n",
      "field 'dtypes': unknown dtype 'fp64'"),
     ("SPECS = (variant(output='../escape.py'),)\n",
-     "field 'output': must be a relative path inside generated/, got '../escape.py'"),
+     "field 'output': must be a module path inside generated/ (identifiers joined by '/', "
+     "ending .py), got '../escape.py'"),
+    ("SPECS = (variant(output='./toy.py'),)\n",
+     "field 'output': must be a module path inside generated/ (identifiers joined by '/', "
+     "ending .py), got './toy.py'"),
+    ("SPECS = (variant(output='MANIFEST.json'),)\n",
+     "field 'output': must be a module path inside generated/"),
+    ("SPECS = (variant(constants=(('A', float('inf')),)),)\n",
+     "field 'constants': constant 'A' must be finite (it is written as a Python literal), got inf"),
+    ("SPECS = (variant(constants=(('A', float('nan')),)),)\n",
+     "field 'constants': constant 'A' must be finite (it is written as a Python literal), got nan"),
+    ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=(AXES[0],\n"
+     "    Axis(name='d', kind='enum', values=(64, [128]), doc='dim')),\n"
+     "    rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),)))\n",
+     "spec 'Axis d', field 'values': values are matched as keys: [128] is not hashable"),
+    (POLICY_OPEN + "    Rule(when={'n': between(1, '8')}, variant='toy_a', params=dict(block=2)),"
+     ")))\n", "spec 'Rule', field 'when.n': between takes ints (hi None: unbounded), got 1, '8'"),
+    (POLICY_OPEN + "    Rule(when={}, variant='toy_a', by=Buckets(axis='n', rows=(\n"
+     "        (-3, 8, dict(block=2)), (9, None, dict(block=4))))),)))\n",
+     "spec 'Buckets', field 'rows': bucket -3..8 leaves the domain 1..64 of axis 'n' (policy "
+     "'toy', rule at specs/zz_bad.py:"),
+    ("from codegen.model import Hardware\n"
+     "SPECS = (Hardware(name='tpu', vendor='nvidia', description='d', capability=(9,)),)\n",
+     "spec 'Hardware tpu', field 'capability': must be (major, minor), two ints ≥ 0, got (9,)"),
+    ("from codegen.model import Hardware\n"
+     "SPECS = (Hardware(name='tpu', vendor='nvidia', description='d', capability=(9, 0),\n"
+     "                  aliases=('TPU',)),)\n",
+     "spec 'Hardware tpu', field 'aliases': must be lower case, non-empty and unpadded, got "
+     "'TPU'"),
     ("SPECS = (variant(constants=(('A', 1), ('A', 2))),)\n",
      "field 'constants': constant 'A' given twice"),
     ("SPECS = (variant(params=P + P),)\n", "field 'params': parameter(s) declared twice: block"),
@@ -957,7 +986,9 @@ POLICY_OPEN = "SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axe
      "    rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),)))\n",
      "spec 'Axis n', field 'hi': must be ≥ lo (8), got 4"),
 ], ids=["bool-for-int", "upper-case-name", "non-identifier-name", "positional-field",
-        "rank", "unknown-dtype", "output-outside", "constant-twice", "param-twice",
+        "rank", "unknown-dtype", "output-outside", "output-unnormalized", "output-not-a-module",
+        "constant-inf", "constant-nan", "enum-unhashable", "between-str", "bucket-outside",
+        "capability-short", "alias-upper-case", "constant-twice", "param-twice",
         "bad-default", "param-above-maximum", "param-none", "param-unknown",
         "axis-values-twice", "axis-hi-below-lo"])
 def test_more_bad_specs_fail_at_load_time(spec_copy, body, expected):
@@ -1093,8 +1124,48 @@ def test_specs_may_hold_only_spec_objects(spec_copy):
 def test_the_generic_fallback_target_must_be_declared(spec_copy):
     message = _load_error(spec_copy, "hardware.py", 'Hardware(name="generic", vendor="any",',
                           'Hardware(name="fallback", vendor="any",')
-    assert message == "spec 'Hardware', field 'name': the fallback hardware target 'generic' " \
-        "must be declared", message
+    line = _line_of(spec_copy, "hardware.py", 'Hardware(name="gfx950"')
+    assert message == f"specs/hardware.py:{line}: spec 'Hardware', field 'name': the fallback " \
+        f"hardware target 'generic' must be declared (beside the other targets)", message
+
+
+@pytest.mark.parametrize("output", ["_runtime.py", "__init__.py", "dispatch.py"])
+def test_a_variant_may_not_write_a_file_the_generator_writes(spec_copy, output):
+    """A variant module named like one of the generator's own files would be overwritten by it
+    (or overwrite it): refused at the variant, naming the generator's files."""
+    (spec_copy / "zz_bad.py").write_text(BAD_VARIANT_HEADER + POLICY_OPEN.replace(
+        "variant()", f"variant(output={output!r})") +
+        "    Rule(when={}, variant='toy_a', params=dict(block=2)),)))\n")
+    reg = registry.load(str(spec_copy))
+    with pytest.raises(SpecError) as info:
+        render.artifacts(reg)
+    assert re.match(rf"specs/zz_bad\.py:\d+ \(via :\d+\): spec 'Variant toy_a', field "
+                    rf"'output': {re.escape(output)} is a file the generator writes itself",
+                    str(info.value)), str(info.value)
+    assert set(render.render_all(registry.load())) - \
+        {v.output for v in registry.load().variants.values()} == set(render.OWN_FILES)
+
+
+def test_an_outside_region_in_a_family_checked_policy_loads(spec_copy):
+    """Family checks read the rules that choose a launch (`Registry.rules`): an Outside region
+    (no variant, no parameters) in the decode selector's policy loads, and its points keep
+    their reason."""
+    path = spec_copy / "index_decode.py"
+    text = path.read_text()
+    old = "           rules=INDEX_TOPK_RULES),"
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, (
+        "           rules=[r for r in INDEX_TOPK_RULES if r.when.get('hardware') != 'generic']\n"
+        "           + [Rule(when={'hardware': 'generic', 'rows_x_heads': at_least(2)},\n"
+        "                   variant='index_topk_fused', by=GENERAL_TOPK,\n"
+        "                   params=GENERAL_TOPK_OPTIONS)],\n"
+        "           outside=(Outside(when={'hardware': 'generic', 'rows_x_heads': 1},\n"
+        "                            reason='rows_x_heads: one row is not served'),)),")))
+    path.write_text("from codegen.policy import Outside, at_least\n" + path.read_text())
+    reg = registry.load(str(spec_copy))
+    assert [r.note for r in reg.tables["index_topk"] if r.variant is None] == \
+        ["rows_x_heads: one row is not served"]
+    assert reg.rules("index_topk") and all(r.variant for r in reg.rules("index_topk"))
 
 
 def test_an_alias_naming_two_targets_is_refused(spec_copy):

@@ -322,8 +322,10 @@ ROUTER_LABEL = re.search(r'"shape": \[(\d+), (\d+)\], "x_dtype": "(\w+)"', FIRST
     (FIRST_SCORE, FIRST_SCORE.replace('"max_q": [1, 1], ', ''),
      FIRST_SCORE.replace('"max_q": [1, 1], ', ''), "(index_score row 1)", "max_q",
      "missing (each row gives q_dtype, cache_dtype, head_dim, num_heads, max_q"),
+    ('"winner": {', '"winner": 7, "w": {', '"winner": 7', "", "measured.winner",
+     "must be an object with 'us', got 7"),
 ], ids=["unknown-top-key", "format", "unknown-hardware-key", "zero-us", "default-with-measured",
-        "empty-range", "infinity", "missing-axis"])
+        "empty-range", "infinity", "missing-axis", "winner-not-an-object"])
 def test_more_errors_name_file_line_and_rule(text, old, new, at, label, field, rule):
     assert text.count(old) >= 1, old
     bad = text.replace(old, new, 1)
@@ -336,6 +338,25 @@ def test_more_errors_name_file_line_and_rule(text, old, new, at, label, field, r
     if field:
         assert f"field '{field}'" in message, message
     assert rule in message, message
+
+
+@pytest.mark.parametrize("old, new, field, rule", [
+    ('"capability": [9, 0]', '"capability": [9, "x"]', "capability",
+     "must be (major, minor), two ints ≥ 0, got (9, 'x')"),
+    ('"capability": [9, 0]', '"capability": [9]', "capability",
+     "must be (major, minor), two ints ≥ 0, got (9,)"),
+    ('"aliases": ["sm90"', '"aliases": ["SM90"', "aliases",
+     "must be lower case, non-empty and unpadded, got 'SM90'"),
+], ids=["capability-type", "capability-short", "alias-upper-case"])
+def test_the_hardware_of_a_data_file_is_checked_as_a_spec(text, old, new, field, rule):
+    """A capability that no device has (it would never match one) and an alias the runtime's
+    lower-cased lookup could never find are refused at the file's hardware line."""
+    bad = text.replace(old, new, 1)
+    with pytest.raises(SpecError) as info:
+        measured.loads(bad, SM90)
+    assert str(info.value).startswith(
+        f"specs/measured/sm_90.json:{_line_of(bad, new)} (hardware sm_90): spec 'Hardware "
+        f"sm_90', field '{field}': {rule}"), str(info.value)
 
 
 def test_a_measured_row_needs_its_measurements():
@@ -358,6 +379,19 @@ def test_a_tune_naming_an_undescribed_run_is_refused():
     data = measured.read(SM90)
     data["provenance"]["tunes"][0]["runs"] = list(data["provenance"]["tunes"][0]["runs"]) + \
         ["ghost-run"]
+    bad = measured.dumps(data)
+    with pytest.raises(SpecError) as info:
+        measured.loads(bad, SM90)
+    message = str(info.value)
+    tunes = _line_of(bad, '"tunes": [')
+    assert re.match(rf"specs/measured/sm_90\.json:{tunes + 1}: ", message), message
+    assert "field 'provenance.tunes': each tune names its 'sections' and the 'runs'" in message, \
+        message
+
+
+def test_a_tune_whose_runs_are_not_a_list_is_refused():
+    data = measured.read(SM90)
+    data["provenance"]["tunes"][0]["runs"] = 5
     bad = measured.dumps(data)
     with pytest.raises(SpecError) as info:
         measured.loads(bad, SM90)

@@ -34,7 +34,7 @@ def check(registry) -> None:
     names = [a.name for a in policy.axes]
     pos, topk_pos = names.index("max_block"), names.index("topk")
     hw_pos = names.index("hardware")
-    for rule in registry.tables["index_topk"]:
+    for rule in registry.rules("index_topk"):
         params = dict(rule.params)
         if params["pdl"]:
             for name in rule.conds[hw_pos] or policy.axes[hw_pos].values:
@@ -68,7 +68,7 @@ def _check_fused(registry) -> None:
     if policy is None:
         return
     names = [a.name for a in policy.axes]
-    for rule in registry.tables["index_score"]:
+    for rule in registry.rules("index_score"):
         if rule.variant != FUSED:
             continue
         tile = dict(rule.params)["topk_tile"]

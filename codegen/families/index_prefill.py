@@ -37,7 +37,7 @@ def check(registry) -> None:
         policy = registry.policies.get(name)
         if policy is None:
             continue
-        for rule in registry.tables[name]:
+        for rule in registry.rules(name):
             params = dict(rule.params)
             if "block_m" not in params:
                 continue  # the two-kernel row: each kernel's own table decides
@@ -51,7 +51,7 @@ def check(registry) -> None:
                 _fits(policy, rule, name, "topk_tile", params["topk_tile"])
     policy = registry.policies.get("index_prefill_topk")
     if policy is not None:
-        for rule in registry.tables["index_prefill_topk"]:
+        for rule in registry.rules("index_prefill_topk"):
             _fits(policy, rule, "index_prefill_topk", "block_k", dict(rule.params)["block_k"])
 
 

@@ -25,7 +25,7 @@ def check(registry) -> None:
         if policy is None:
             continue
         hw_pos = [a.name for a in policy.axes].index("hardware")
-        for rule in registry.tables[table]:
+        for rule in registry.rules(table):
             if not dict(rule.params).get("tma"):
                 continue
             for name in rule.conds[hw_pos] or policy.axes[hw_pos].values:
