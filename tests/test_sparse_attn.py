@@ -1466,7 +1466,12 @@ def test_decode_step_rejections_name_the_argument():
     before = len(sparse_attention._STEP_PLANS)
     for pos, bad, match in ((15, out[:, :, :32], "output"), (1, idx_cache.float()[..., :8],
                                                               "index_kv_cache"),
-                            (8, 0, "topk")):
+                            (8, 0, "topk"),
+                            # the ids the step makes are bounded by what it checked first:
+                            # at most q's heads, as many rows as an output the caller holds
+                            (11, 1 << 40, "^num_kv_heads: q has 4 heads"),
+                            (11, 1 << 62, "^num_kv_heads: q has 4 heads"),
+                            (3, args[3][:1].expand(1 << 40, -1, -1), "^output: shape must be")):
         with pytest.raises((ValueError, TypeError), match=match):
             generated.sparse_decode_step(*args[:pos], bad, *args[pos + 1:])
     assert len(sparse_attention._STEP_PLANS) == before
