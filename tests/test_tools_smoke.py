@@ -713,6 +713,29 @@ def test_sm90_code_tables_screens_the_tables_launches(monkeypatch):
     assert "main loop" in lines[0] and "against:" in lines[0] and "<<" not in lines[0]
 
 
+def test_sm90_code_shared_compiles_each_launch_at_its_largest_inputs(monkeypatch):
+    """`sm90_code.py shared`: every attention launch of the tables at its row's largest group
+    and head_dim, each input kind it serves, compiled for sm_90 with the shared memory that
+    launch asks for, those past sm_90's named."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
+    import sm90_code
+    from generated import dispatch
+
+    launches = sm90_code.largest_launches("sm_90")
+    assert len(launches) == len(set(launches)) > 0
+    assert {(g, d) for _, _, _, _, g, d, _ in launches} >= {(32, 256), (16, 128)}
+    table = dispatch.TABLES["sparse_attn_decode"]
+    row = table.lookup(*table.point(hardware="sm_90", q_dtype="fp32", kv_dtype="fp8e5m2",
+                                    scales="per_token", group=32, head_dim=256, programs=8))
+    assert ("decode", "fp32", "fp8e4m3", "per_token", 32, 256,
+            tuple(sorted(row.params.items()))) in launches
+    run = _run([os.path.join("tools", "sm90_code.py"), "shared", "--mode", "decode", "--limit",
+                "1", "--jobs", "1"])
+    assert run.returncode == 0, run.stderr[-3000:]
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith("1 launches compiled, ") and "the largest asks for" in last, last
+
+
 def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_back():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ablation_sm90.py")],

@@ -11,6 +11,7 @@ ptxas and nvdisasm): registers, spills and the SASS instructions by kind, per th
     python3 tools/sm90_code.py tiled --minima --source OLD.py   # git show REV:generated/sparse_attn.py
     python3 tools/sm90_code.py tables --q bf16 --cache bf16 --against OLD.py
         # every sm_90 table launch for those inputs, beside OLD's
+    python3 tools/sm90_code.py shared   # launches of the tables past sm_90's shared memory
 
 Arguments are specialized the way the JIT specializes contiguous, 16-byte aligned tensors:
 aligned pointers, unit strides as constants, the other strides divisible by 16. Reading the
@@ -181,13 +182,14 @@ def sparse_attn_module(source=None, variant=None):
 
 def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps=4, stages=2,
               merge_kernel=False, q="bf16", cache="bf16", topk=16, tma=False,
-              table_first=False, scales="none", pairs_desc=False, mode="decode"):
+              table_first=False, scales="none", pairs_desc=False, mode="decode",
+              table_held=256):
     """The sparse-attention split kernel (decode) at one launch, on a contiguous
     [pages, 2, 128, Hkv, D] cache of ``cache``'s type (the products taken as the launcher
     takes them on an H200: `sparse_attn.products`), its head lanes padded as the launcher
     pads them; ``tma``:
     its tiles through a tensor descriptor of the cache (`kv_tma_layout`); ``table_first``: the
-    row's table read before the ids (256 entries: a 32k context's); ``scales``: none, scalar
+    row's table read before the ids (``table_held`` entries, 256: a 32k context's); ``scales``: none, scalar
     or per_token (K and V scales of an fp8 cache); ``pairs_desc``: that descriptor over an fp8
     cache viewed as 16-bit pairs (attn_ablation's k_pairs_tma); ``mode``: decode or prefill
     rows."""
@@ -209,7 +211,7 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
         dict(G=group, GH=gh, GP=gp, D=head_dim, BLOCK_N=kv_tile, SPLITS=splits, MODE=mode,
              SCALES=scales, DOT=dot, PDL="none", TOPK_P=1 << (topk - 1).bit_length(),
              MERGE_KERNEL=merge_kernel, LAUNCH_DEPENDENTS=merge_kernel, TMA=tma,
-             TABLE_HELD=256 if table_first else 0, FP8_PTX=fp8, V_PAIRS=fp8 and q != "fp32",
+             TABLE_HELD=table_held if table_first else 0, FP8_PTX=fp8, V_PAIRS=fp8 and q != "fp32",
              **({} if tma else {"kv_desc": None}), stride_qd=1,
              stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1, stride_pl=1),
         div16=("stride_qt", "stride_qh", "stride_kp", "stride_kh", "stride_kt", "v_off",
@@ -322,6 +324,84 @@ def tables_report(hardware, modes, source=None, variant=None, against=None, limi
     return lines
 
 
+# What one program may ask for on sm_90 (227 KiB of the SM's 228: one is the system's).
+SM90_SHARED_MAX = 227 * 1024
+
+
+def largest_launches(hardware="sm_90", modes=("decode", "prefill")) -> list:
+    """Each attention launch of ``hardware``'s tables at the most shared memory it can ask
+    for: (mode, q, cache, scales, G, D, params) per row and input kind it serves, at the
+    row's largest group and head_dim (the tiles grow with both), every q type, one cache
+    type per element size and every scale mode of an fp8 cache."""
+    from generated import dispatch
+
+    out = []
+    for mode in modes:
+        table = dispatch.TABLES[f"sparse_attn_{mode}"]
+        first = {a: i for i, a in enumerate(table.axes)}
+        for row in table.rows:
+            hw = row.conds[first["hardware"]]
+            if row.variant is None or (hw is not None and hardware not in hw):
+                continue
+
+            def allowed(axis):
+                cond = row.conds[first[axis]]
+                return table.domains[first[axis]] if cond is None else cond
+
+            group, head_dim = max(allowed("group")), max(allowed("head_dim"))
+            for q in allowed("q_dtype"):
+                for cache in allowed("kv_dtype"):
+                    # (either fp8 type: the same bytes; a 16-bit cache of q's type)
+                    cache = "fp8e4m3" if cache.startswith("fp8") else q if q != "fp32" \
+                        else cache
+                    for scales in allowed("scales") if cache.startswith("fp8") else ("none",):
+                        launch = (mode, q, cache, scales, group, head_dim,
+                                  tuple(sorted(row.params.items())))
+                        if launch not in out:
+                            out.append(launch)
+    return out
+
+
+def launch_shared(launch) -> int:
+    """The most shared memory (bytes) one `largest_launches` launch asks for: the split kernel
+    at 512 ids holding a 1024-entry table, the query tile at 512 ids walking by minima and, if
+    its row sorts the union, at the most ids that sorting takes."""
+    from generated import sparse_attn
+
+    common.setup(False)
+    os.environ.pop("TRITON_INTERPRET", None)
+    mode, q, cache, scales, group, head_dim, params = launch
+    p = dict(params)
+    if "lanes" not in p:
+        return attention(group, head_dim, p["kv_tile"], p["splits"], p["head_split"],
+                         p["num_warps"], p["num_stages"], p["merge_kernel"], q=q, cache=cache,
+                         topk=512, tma=p["tma"], table_first=p["table_first"], scales=scales,
+                         mode=mode, table_held=1024).metadata.shared
+    walks = [(512, False)]
+    if p["sorted_union"]:
+        walks.append((sparse_attn.SORTED_UNION_MAX_KEYS
+                      // sparse_attn.tile_rows(group, p["lanes"]), True))
+    return max(tiled(group, head_dim, p["lanes"], p["num_warps"], p["num_stages"], q, cache,
+                     topk, scales, sorted_union, p["tma"]).metadata.shared
+               for topk, sorted_union in walks if topk >= 1)
+
+
+def shared_report(hardware, modes, jobs=1, limit=None) -> list:
+    """One line per `largest_launches` launch asking for more shared memory than an sm_90
+    program may have, then a count of the launches compiled."""
+    import concurrent.futures
+
+    launches = largest_launches(hardware, modes)[:limit]
+    with concurrent.futures.ProcessPoolExecutor(max(1, jobs)) as pool:
+        got = list(pool.map(launch_shared, launches))
+    lines = [f"OVER {mode} q {q} cache {cache} scales {scales} G {group} D {head_dim} "
+             f"{dict(params)}: {nbytes} bytes of shared memory"
+             for (mode, q, cache, scales, group, head_dim, params), nbytes in zip(launches, got)
+             if nbytes > SM90_SHARED_MAX]
+    return lines + [f"{len(launches)} launches compiled, {len(lines)} over "
+                    f"{SM90_SHARED_MAX} bytes; the largest asks for {max(got, default=0)}"]
+
+
 def summary(name: str, f: dict) -> str:
     ops = f["ops"]
     shown = sorted(k for k in ops if k.split(".")[0] in (
@@ -403,6 +483,12 @@ def main(argv=None):
     tb.add_argument("--scales", choices=("none", "scalar", "per_token"), default=None)
     tb.add_argument("--limit", type=int, default=None, help="the first N launches only")
     tb.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    sh = sub.add_parser("shared", help="every attention launch of a target's tables at its "
+                                       "largest group and head_dim: shared memory past sm_90's")
+    sh.add_argument("--hardware", default="sm_90")
+    sh.add_argument("--mode", choices=("decode", "prefill", "both"), default="both")
+    sh.add_argument("--limit", type=int, default=None, help="the first N launches only")
+    sh.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     t = sub.add_parser("tiled", help="sparse-attention query-tiled kernel (prefill)")
     t.add_argument("--group", type=int, default=16, help="query heads per KV head")
     t.add_argument("--head-dim", type=int, default=128)
@@ -424,6 +510,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     common.setup(False)
     os.environ.pop("TRITON_INTERPRET", None)  # the interpreter replaces @triton.jit functions
+    if args.kernel == "shared":
+        modes = ("decode", "prefill") if args.mode == "both" else (args.mode,)
+        print("\n".join(shared_report(args.hardware, modes, args.jobs, args.limit)))
+        return
     if args.kernel == "tables":
         modes = ("decode", "prefill") if args.mode == "both" else (args.mode,)
         print("\n".join(tables_report(args.hardware, modes, args.source, args.variant,
