@@ -375,23 +375,11 @@ def test_a_measured_row_needs_its_measurements():
     assert "field 'measured': a measured row needs its measurements" in message, message
 
 
-def test_a_tune_naming_an_undescribed_run_is_refused():
+@pytest.mark.parametrize("runs", [lambda old: list(old) + ["ghost-run"], lambda old: 5],
+                         ids=["undescribed-run", "not-a-list"])
+def test_a_tune_naming_runs_it_does_not_describe_is_refused(runs):
     data = measured.read(SM90)
-    data["provenance"]["tunes"][0]["runs"] = list(data["provenance"]["tunes"][0]["runs"]) + \
-        ["ghost-run"]
-    bad = measured.dumps(data)
-    with pytest.raises(SpecError) as info:
-        measured.loads(bad, SM90)
-    message = str(info.value)
-    tunes = _line_of(bad, '"tunes": [')
-    assert re.match(rf"specs/measured/sm_90\.json:{tunes + 1}: ", message), message
-    assert "field 'provenance.tunes': each tune names its 'sections' and the 'runs'" in message, \
-        message
-
-
-def test_a_tune_whose_runs_are_not_a_list_is_refused():
-    data = measured.read(SM90)
-    data["provenance"]["tunes"][0]["runs"] = 5
+    data["provenance"]["tunes"][0]["runs"] = runs(data["provenance"]["tunes"][0]["runs"])
     bad = measured.dumps(data)
     with pytest.raises(SpecError) as info:
         measured.loads(bad, SM90)
