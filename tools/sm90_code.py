@@ -246,14 +246,12 @@ def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="
         num_warps=warps, num_stages=stages)
 
 
-def table_launches(hardware="sm_90", modes=("decode", "prefill")) -> list:
-    """The distinct attention launches the generated dispatch tables give ``hardware``: (mode,
-    q, cache, scales, G, params) per row, the row's first allowed value of each input axis
-    (bf16, none and G 16 where it allows any; a 16-bit cache of q's type, scales only over
-    fp8)."""
+def table_rows(hardware="sm_90", modes=("decode", "prefill")):
+    """(mode, row, allowed) of each row of the attention tables that chooses a launch for
+    ``hardware``; allowed(axis, every) is the row's values of that input axis (``every`` where
+    it allows any; None: the axis' domain)."""
     from generated import dispatch
 
-    out = []
     for mode in modes:
         table = dispatch.TABLES[f"sparse_attn_{mode}"]
         first = {a: i for i, a in enumerate(table.axes)}
@@ -262,17 +260,28 @@ def table_launches(hardware="sm_90", modes=("decode", "prefill")) -> list:
             if row.variant is None or (hw is not None and hardware not in hw):
                 continue
 
-            def pick(axis, default):
+            def allowed(axis, every=None, row=row, table=table, first=first):
                 cond = row.conds[first[axis]]
-                return default if cond is None else cond[0]
+                return cond if cond is not None else \
+                    table.domains[first[axis]] if every is None else every
 
-            q, cache = pick("q_dtype", "bf16"), pick("kv_dtype", "bf16")
-            cache = cache if cache.startswith("fp8") or q == "fp32" else q
-            scales = pick("scales", "none") if cache.startswith("fp8") else "none"
-            launch = (mode, q, cache, scales, pick("group", 16),
-                      tuple(sorted(row.params.items())))
-            if launch not in out:
-                out.append(launch)
+            yield mode, row, allowed
+
+
+def table_launches(hardware="sm_90", modes=("decode", "prefill")) -> list:
+    """The distinct attention launches the generated dispatch tables give ``hardware``: (mode,
+    q, cache, scales, G, params) per row, the row's first allowed value of each input axis
+    (bf16, none and G 16 where it allows any; a 16-bit cache of q's type, scales only over
+    fp8)."""
+    out = []
+    for mode, row, allowed in table_rows(hardware, modes):
+        q, cache = allowed("q_dtype", ("bf16",))[0], allowed("kv_dtype", ("bf16",))[0]
+        cache = cache if cache.startswith("fp8") or q == "fp32" else q
+        scales = allowed("scales", ("none",))[0] if cache.startswith("fp8") else "none"
+        launch = (mode, q, cache, scales, allowed("group", (16,))[0],
+                  tuple(sorted(row.params.items())))
+        if launch not in out:
+            out.append(launch)
     return out
 
 
@@ -333,32 +342,18 @@ def largest_launches(hardware="sm_90", modes=("decode", "prefill")) -> list:
     for: (mode, q, cache, scales, G, D, params) per row and input kind it serves, at the
     row's largest group and head_dim (the tiles grow with both), every q type, one cache
     type per element size and every scale mode of an fp8 cache."""
-    from generated import dispatch
-
     out = []
-    for mode in modes:
-        table = dispatch.TABLES[f"sparse_attn_{mode}"]
-        first = {a: i for i, a in enumerate(table.axes)}
-        for row in table.rows:
-            hw = row.conds[first["hardware"]]
-            if row.variant is None or (hw is not None and hardware not in hw):
-                continue
-
-            def allowed(axis):
-                cond = row.conds[first[axis]]
-                return table.domains[first[axis]] if cond is None else cond
-
-            group, head_dim = max(allowed("group")), max(allowed("head_dim"))
-            for q in allowed("q_dtype"):
-                for cache in allowed("kv_dtype"):
-                    # (either fp8 type: the same bytes; a 16-bit cache of q's type)
-                    cache = "fp8e4m3" if cache.startswith("fp8") else q if q != "fp32" \
-                        else cache
-                    for scales in allowed("scales") if cache.startswith("fp8") else ("none",):
-                        launch = (mode, q, cache, scales, group, head_dim,
-                                  tuple(sorted(row.params.items())))
-                        if launch not in out:
-                            out.append(launch)
+    for mode, row, allowed in table_rows(hardware, modes):
+        group, head_dim = max(allowed("group")), max(allowed("head_dim"))
+        for q in allowed("q_dtype"):
+            for cache in allowed("kv_dtype"):
+                # (either fp8 type: the same bytes; a 16-bit cache of q's type)
+                cache = "fp8e4m3" if cache.startswith("fp8") else q if q != "fp32" else cache
+                for scales in allowed("scales") if cache.startswith("fp8") else ("none",):
+                    launch = (mode, q, cache, scales, group, head_dim,
+                              tuple(sorted(row.params.items())))
+                    if launch not in out:
+                        out.append(launch)
     return out
 
 
