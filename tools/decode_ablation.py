@@ -4,8 +4,8 @@ generated package with one piece of kernel source replaced (no K traffic, no tab
 wait for the scorer, no L2 prefetch); every variant runs the row's table launch and is timed
 interleaved with the package as generated, its two kernels alone, the same two without the
 programmatic launch, the single-launch variant, an empty kernel and two empty kernels chained
-by a programmatic launch (graph replay, L2 flushed). The variants' outputs are wrong by design:
-timing only.
+by a programmatic launch (graph replay, L2 flushed). The variants' outputs are wrong by design
+(timing only), but int32_rows's: the selector before a change, the same results.
 
     python3 tools/decode_ablation.py OUTDIR            # H200: OUTDIR/decode_ablation.json
     python3 tools/decode_ablation.py OUTDIR --smoke    # CPU interpreter, one tiny row
@@ -42,6 +42,12 @@ VARIANTS = {
         ("    if PAGES_IN_REGS:\n        page = tl.where(valid, tl.gather(row_pages, "
          "tl.where(valid, ids, 0), 0), 0)\n    else:\n        page = tl.load(attn_row_ptr + "
          "ids, mask=valid, other=0)\n", "    page = ids\n")]},
+    # the selector before its table and scratch rows took int64 offsets (2026-12-05; the same
+    # results wherever those offsets fit int32)
+    "int32_rows": {"index_topk.py": [
+        ("    row64 = row.to(tl.int64)\n    head64 = head.to(tl.int64)\n"
+         "    attn_row_ptr = attn_table_ptr + req.to(tl.int64) * stride_ar\n",
+         "    row64 = row\n    head64 = head\n    attn_row_ptr = attn_table_ptr + req * stride_ar\n")]},
     # the selector does not wait for the scorer's grid (reads scores mid-write)
     "no_wait": {"index_topk.py": [("        gdc_wait()\n", "        pass\n")]},
     # the selector reads its attention-table entries neither into registers nor into L2
