@@ -22,10 +22,9 @@ at once, one bulk L2 prefetch each (NVIDIA only); `three_per_sm` caps them at th
 (second next) step's tile into L2 before each step waits for its own; `below_page_last` reads
 the query-tiled kernel's 16-bit tile rows below the page from the last key's row by pointers
 (the split kernel does not read them); `log2_scores` takes the scores in log2 units (one
-multiply less per score and step; within CLOSE's bound); `mask_by_last` masks a split's keys
-by the block's last visible key (the same bits); `log2_mask` is both; `sums_at_end` keeps the
-split kernel's row sums per key column and sums them after the loop (no reduction across
-warps per step; within CLOSE's bound); `sums_log2_mask` is all three. Beside each launch an empty kernel
+multiply less per score and step; within CLOSE's bound); `sums_at_end` keeps the split
+kernel's row sums per key column and sums them after the loop (no reduction across warps per
+step; within CLOSE's bound); `sums_log2` is both. Beside each launch an empty kernel
 on its grid, with and without its dynamic shared memory, times the launch without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
@@ -440,20 +439,6 @@ VARIANTS["log2_scores"] = [
      "                       float(\"-inf\"))\n", 1),
 ]
 
-# A key of the split kernel's tile is visible up to the block's last visible key, which the
-# step already has (`_last_key`: min(pos, seq_len - 1) - b · 128): its tokens compared with
-# that bound instead of each key with pos and seq_len (two compares per column, not three
-# and an add). The same bits.
-VARIANTS["mask_by_last"] = [
-    ("    key = b * _BLOCK + tokens\n"
-     "    visible = (key <= pos) & (key < seq_len)\n"
-     "    if ENDS_AT_LAST:\n"
-     "        visible = visible & (tokens >= t0)\n",
-     "    visible = tokens <= last\n"
-     "    if ENDS_AT_LAST:\n"
-     "        visible = visible & (tokens >= t0)\n", 1),
-]
-
 # The row sums kept per key column ([lanes, BLOCK_N], p added at each step) and summed once
 # after the loop, not summed at every step: the split kernel's scores tile spreads its key
 # columns over the warps, so each step's row sum is a reduction across warps (shuffles, a
@@ -475,11 +460,7 @@ VARIANTS["sums_at_end"] = [
     ("    l_i = tl.zeros([GP], tl.float32)\n", "    l_i = tl.zeros([GP, BLOCK_N], tl.float32)\n", 1),
     (LOOP_END, LOOP_END[:-len(SEEN)] + "    l_i = tl.sum(l_i, axis=1)\n" + SEEN, 1),
 ]
-VARIANTS["sums_log2_mask"] = VARIANTS["sums_at_end"] + VARIANTS["log2_scores"] + \
-    VARIANTS["mask_by_last"]
-
-# both (compiled for sm_90 at 16/1 R32's table launch: 24 of 1120 SASS instructions less)
-VARIANTS["log2_mask"] = VARIANTS["log2_scores"] + VARIANTS["mask_by_last"]
+VARIANTS["sums_log2"] = VARIANTS["sums_at_end"] + VARIANTS["log2_scores"]
 
 # A scalar K and V scale read at every key step, as the kernel read them before 2026-12-03
 # (now once per program, K's folded into the scores' scale: `_scalar_scales`); the split
@@ -1145,7 +1126,7 @@ def timeline_summary(records, programs: int) -> dict:
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2, "scales_per_step": 3e-2,
          "pt_range_per_tile": 3e-2, "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2,
-         "log2_scores": 3e-2, "log2_mask": 3e-2, "sums_at_end": 3e-2, "sums_log2_mask": 3e-2}
+         "log2_scores": 3e-2, "sums_at_end": 3e-2, "sums_log2": 3e-2}
 # another revision of the kernel (--against): the same result up to the order of additions
 AGAINST_TOL = 3e-2
 # variants the interpreter cannot run (inline PTX)
@@ -1170,7 +1151,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
 CORRECT = ("k_bits", "k_bits_asm", "splits_first", "merge_kernel", "scratch_pick",
            "gather_pick", "packed_pick", "early_table", "cluster_merge", "scalar_pick",
            "prefetch_l2", "spin_merge", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm", "next_prefetch",
-           "next2_prefetch", "below_page_last", "mask_by_last")
+           "next2_prefetch", "below_page_last")
 
 
 class EmptyGrid:
