@@ -22,9 +22,9 @@ at once, one bulk L2 prefetch each (NVIDIA only); `three_per_sm` caps them at th
 (second next) step's tile into L2 before each step waits for its own; `below_page_last` reads
 the query-tiled kernel's 16-bit tile rows below the page from the last key's row by pointers
 (the split kernel does not read them); `log2_scores` takes the scores in log2 units (one
-multiply less per score and step; within CLOSE's bound); `sums_at_end` keeps the split
-kernel's row sums per key column and sums them after the loop (no reduction across warps per
-step; within CLOSE's bound); `sums_log2` is both. Beside each launch an empty kernel
+multiply less per score and step; within CLOSE's bound: measured 2026-12-05, not adopted);
+`sums_per_step` reduces the split kernel's row sums across its warps at every key step, as
+it did before (within CLOSE's bound). Beside each launch an empty kernel
 on its grid, with and without its dynamic shared memory, times the launch without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
@@ -103,9 +103,15 @@ from generated import sparse_attn as base  # noqa: E402
 # (the kernel's test for a row that saw a key)
 SEEN = ("    # l = 0 only where no key was visible; a NaN score leaves l NaN, which propagates\n"
         "    seen = l_i != 0.0\n")
-LOOP_END = ("            scale_head_off, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX,"
-            " V_PAIRS,\n            RANGE_ONCE)\n"
-            + SEEN)
+# (its row sums, kept per key column: `_folded_sums`)
+ROW_SUMS = "    l_i = tl.sum(l_i, axis=1)\n"
+SUMS_INIT = "    l_i = tl.zeros([GP, BLOCK_N], tl.float32)  # (per key column: `_folded_sums`)\n"
+LOOP_ARGS = ("            scale_head_off, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX,"
+             " V_PAIRS,\n            RANGE_ONCE)\n")
+LOOP_END = LOOP_ARGS + ROW_SUMS + SEEN
+# the split kernel's row sums summed at each step, as before 2026-12-05 (within CLOSE's bound)
+SUMS_PER_STEP = [(SUMS_INIT, "    l_i = tl.zeros([GP], tl.float32)\n", 1),
+                 (ROW_SUMS + SEEN, SEEN, 1)]
 VARIANTS = {
     "base": [],
     # the last arrival does not merge (the output is wrong: timing only)
@@ -439,28 +445,10 @@ VARIANTS["log2_scores"] = [
      "                       float(\"-inf\"))\n", 1),
 ]
 
-# The row sums kept per key column ([lanes, BLOCK_N], p added at each step) and summed once
-# after the loop, not summed at every step: the split kernel's scores tile spreads its key
-# columns over the warps, so each step's row sum is a reduction across warps (shuffles, a
-# trip through shared memory, a barrier) that this leaves to the end. The split kernel only
-# (the query tile's lanes are rows of its warps: its sums stay in a warp). Within CLOSE's
-# bound (the sums in another order).
-SUMS_HELPER = """@triton.jit
-def _row_sums_folded(l_i, alpha, p):
-    if len(l_i.shape) == 2:
-        return l_i * alpha[:, None] + p
-    else:
-        return l_i * alpha + tl.sum(p, axis=1)
-
-
-"""
-VARIANTS["sums_at_end"] = [
-    ("@triton.jit\ndef _fold_scores(", SUMS_HELPER + "@triton.jit\ndef _fold_scores(", 1),
-    ("    l_i = l_i * alpha + tl.sum(p, axis=1)\n", "    l_i = _row_sums_folded(l_i, alpha, p)\n", 1),
-    ("    l_i = tl.zeros([GP], tl.float32)\n", "    l_i = tl.zeros([GP, BLOCK_N], tl.float32)\n", 1),
-    (LOOP_END, LOOP_END[:-len(SEEN)] + "    l_i = tl.sum(l_i, axis=1)\n" + SEEN, 1),
-]
-VARIANTS["sums_log2"] = VARIANTS["sums_at_end"] + VARIANTS["log2_scores"]
+# The split kernel's row sums reduced across its warps at every key step, as before
+# 2026-12-05 (now kept per key column and summed after the loop: `_folded_sums`). Within
+# CLOSE's bound (the sums in another order).
+VARIANTS["sums_per_step"] = SUMS_PER_STEP
 
 # A scalar K and V scale read at every key step, as the kernel read them before 2026-12-03
 # (now once per program, K's folded into the scores' scale: `_scalar_scales`); the split
@@ -622,7 +610,7 @@ def _fold_scores(q, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_sca
 
 
 """
-VARIANTS["keys_rows"] = [
+VARIANTS["keys_rows"] = SUMS_PER_STEP + [
     (_source_block("def _key_scores(", "    return s, base"),
      KEYS_ROWS_FUNCTIONS.split("@triton.jit\n", 1)[1]),
     (_source_block("def _fold_scores(", "    return m_new, l_i, acc"),
@@ -631,10 +619,10 @@ VARIANTS["keys_rows"] = [
      "    s = tl.where(visible[:, None], s, float(\"-inf\"))\n    return _fold_scores("),
     ("    acc = _output_zeros(GP, D, V_PAIRS)\n    ids_ptr",
      "    acc = tl.zeros([D, GP], tl.float32)\n    q = tl.trans(q)\n    ids_ptr"),
-    (LOOP_END + "    o = _output_joined(acc, V_PAIRS) * _output_unit(q_ptr, kv_ptr, SCALES) / tl.where(\n"
+    (LOOP_ARGS + SEEN
+     + "    o = _output_joined(acc, V_PAIRS) * _output_unit(q_ptr, kv_ptr, SCALES) / tl.where(\n"
      "        seen, l_i, 1.0)[:, None]\n",
-     LOOP_END
-     + "    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
+     LOOP_ARGS + SEEN + "    o = tl.trans(acc) / tl.where(seen, l_i, 1.0)[:, None]\n"),
 ]
 # The G query lanes padded to 64 instead of 16: both products become warpgroup products
 # (wgmma on sm_90: K and V straight from the shared-memory tiles, P from registers, no
@@ -695,7 +683,7 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
 VARIANTS["warp_splits"] = [
     ("@triton.jit\ndef _attend_block(", WARP_SPLITS_BLOCK + "@triton.jit\ndef _attend_block("),
     ("    m_i = tl.full([GP], float(\"-inf\"), tl.float32)\n"
-     "    l_i = tl.zeros([GP], tl.float32)\n"
+     + SUMS_INIT +
      "    acc = _output_zeros(GP, D, V_PAIRS)\n",
      "    WS: tl.constexpr = 4\n"
      "    q = tl.broadcast_to(q[None, :, :], [WS, GP, D])\n"
@@ -1126,7 +1114,7 @@ def timeline_summary(records, programs: int) -> dict:
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2, "scales_per_step": 3e-2,
          "pt_range_per_tile": 3e-2, "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2,
-         "log2_scores": 3e-2, "sums_at_end": 3e-2, "sums_log2": 3e-2}
+         "log2_scores": 3e-2, "sums_per_step": 3e-2}
 # another revision of the kernel (--against): the same result up to the order of additions
 AGAINST_TOL = 3e-2
 # variants the interpreter cannot run (inline PTX)
