@@ -2588,11 +2588,18 @@ def test_explain_refusals_name_its_own_arguments():
 @pytest.mark.filterwarnings("ignore:overflow encountered", "ignore:invalid value encountered")
 def test_sm_scale_at_fp32s_largest_value_is_served():
     """sm_scale may be any finite value within fp32's range (§15), its largest included: the
-    call is served (its scores overflow, which is the caller's business)."""
-    case, _ = decode_case([200, 10], Q=1, Hkv=1, G=4, seed=68)
+    call is served (its scores overflow, which is the caller's business), and a row whose
+    products are all zero scores 0 (no inf · 0), the plain average of its visible V rows, as
+    the reference gives."""
+    case, pos = decode_case([200, 10], Q=1, Hkv=1, G=4, seed=68)
+    q = case["q"].clone()
+    q[1] = 0.0  # row 1: every product 0
     big = float(torch.finfo(torch.float32).max)
-    generated.sparse_attn_decode(**dict(case, sm_scale=big), output=_poisoned(case["q"]))
-    generated.sparse_attn_decode(**dict(case, sm_scale=-big), output=_poisoned(case["q"]))
+    for scale in (big, -big):
+        got = generated.sparse_attn_decode(**dict(case, q=q, sm_scale=scale), output=_poisoned(q))
+        want = ref_sparse_attn(q, case["kv"], case["topk_idx"], case["block_table"], pos, 1,
+                               scale)
+        check(got[1:], want[1:])
 
 
 def test_attention_with_launch_checks_pdl_as_the_entry_does():
