@@ -24,8 +24,8 @@ the query-tiled kernel's 16-bit tile rows below the page from the last key's row
 (the split kernel does not read them); `log2_scores` takes the scores in log2 units (one
 multiply less per score and step; within CLOSE's bound: measured 2026-12-05, not adopted);
 `sums_per_step` reduces the split kernel's row sums across its warps at every key step, as
-it did before (within CLOSE's bound); `mask_last_only` masks keys only in the block holding
-a row's last visible key (the same bits). Beside each launch an empty kernel
+it did before (within CLOSE's bound); `mask_every_step` masks the split kernel's keys at every
+step, as it did before (the same bits). Beside each launch an empty kernel
 on its grid, with and without its dynamic shared memory, times the launch without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
@@ -446,15 +446,15 @@ VARIANTS["log2_scores"] = [
      "                       float(\"-inf\"))\n", 1),
 ]
 
-# Keys masked only in a block whose last visible key is not its last token (the block
-# holding the row's position or seq_len's end): in every other block each key of the tile is
-# visible (with whole-block steps, or 64-key steps, tile tokens t0 .. t0 + N - 1 <= 127 and a
-# 16-bit tile starting at t0), so the mask's compares and selects are skipped there (one
-# uniform branch per step). The same bits.
-VARIANTS["mask_last_only"] = [
-    ('    s = tl.where(visible[None, :], s, float("-inf"))\n    return _fold_scores(',
-     '    if last < _BLOCK - 1:\n'
-     '        s = tl.where(visible[None, :], s, float("-inf"))\n    return _fold_scores(', 1),
+# Keys masked at every step of the split kernel, as before 2026-12-05 (now only in the block
+# holding a row's last visible key). The same bits.
+VARIANTS["mask_every_step"] = [
+    ("    if last < _BLOCK - 1:\n"
+     "        # only the block holding the row's last visible key masks: in any other every key of\n"
+     "        # the tile is visible (tokens t0 .. t0 + BLOCK_N - 1, a 16-bit tile starting at t0),\n"
+     "        # and its steps skip the compares and selects (one uniform branch)\n"
+     '        s = tl.where(visible[None, :], s, float("-inf"))\n',
+     '    s = tl.where(visible[None, :], s, float("-inf"))\n', 1),
 ]
 
 # The split kernel's row sums reduced across its warps at every key step, as before
@@ -1151,7 +1151,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
 CORRECT = ("k_bits", "k_bits_asm", "splits_first", "merge_kernel", "scratch_pick",
            "gather_pick", "packed_pick", "early_table", "cluster_merge", "scalar_pick",
            "prefetch_l2", "spin_merge", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm", "next_prefetch",
-           "next2_prefetch", "below_page_last", "mask_last_only")
+           "next2_prefetch", "below_page_last", "mask_every_step")
 
 
 class EmptyGrid:
