@@ -466,7 +466,8 @@ def test_gpu_graph_replay_mutated_seq_lens(variant):
 @pytest.mark.gpu
 def test_gpu_bandwidth_11x128k():
     """11 requests x 128k tokens x 128 dims bf16 (~369 MB of index-K) should stream at close to HBM
-    bandwidth: target <= ~92 us on H200. Prints a small sweep; asserts the best configuration."""
+    bandwidth: target <= ~92 us on H200. Prints a small sweep; asserts the best configuration
+    on an H200 (other devices have other bandwidths: skipped there after the sweep)."""
     import triton.testing
 
     R, H, Q, Qmax, seq = 11, 1, 1, 1, 128 * 1024
@@ -487,4 +488,7 @@ def test_gpu_bandwidth_11x128k():
     for key, us in sorted(results.items(), key=lambda kv: kv[1]):
         print(f"{us:8.1f} us  {nbytes / us / 1e6:6.2f} TB/s  {key}")
     best = min(results.values())
+    name = torch.cuda.get_device_name()
+    if "H200" not in name:  # (an H100 streams ~3 TB/s: 124 us on GPU-864b6bb2, 2026-12-05)
+        pytest.skip(f"the 92 us target is the H200's; best on {name}: {best:.1f} us")
     assert best <= 92.0 * 1.1, f"best {best:.1f} us > target"
