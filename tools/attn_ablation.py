@@ -30,10 +30,11 @@ on its grid, with and without its dynamic shared memory, times the launch withou
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
 with the listed blocks packed together in the cache. `--floor` times the floor of any split
-attention that streams like the fastest of those reads: the same reads, each program writing
-the partials such a split must write (its G heads' outputs and log-sum-exps, the split
-kernel's layout), with and without the merge kernel as their programmatic dependent (as
-generated, and with its split loops rolled; `FLOOR_READS`; the merged output checked).
+attention that streams like those reads: the same reads (parts of a block or two blocks per
+program), each program writing the partials such a split must write (its G heads' outputs
+and log-sum-exps, the split kernel's layout, in fp32 or 16 bits), with and without the merge
+kernel as their programmatic dependent (as generated, and with its split loops rolled;
+`FLOOR_READS`; the merged output checked).
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
@@ -959,44 +960,53 @@ def _partials_kernel():
     def _page_partials(kv_ptr, pages_ptr, heads_ptr, part_ptr, rows, topk, HQ,
                        stride_p, stride_t, stride_h, v_off,
                        D: tl.constexpr, TOKENS: tl.constexpr, PARTS: tl.constexpr,
-                       G: tl.constexpr, GP: tl.constexpr, PDL: tl.constexpr):
-        # The floor of any split attention streaming like the fastest plain read: program
-        # (i, part) reads part ``part`` of PARTS of listed block i's K and V rows (its page
-        # from a list, one dependent load, as table_first's) and writes what such a split
-        # must write for its G query heads, in the split kernel's layout (o [splits, rows,
-        # HQ, D] then lse [splits, rows, HQ]; split = entry · PARTS + part): here every
-        # lane's o is the part's column sums and its lse 0, so the merge kernel (a
-        # programmatic dependent) gives their mean.
+                       BLOCKS: tl.constexpr, G: tl.constexpr, GP: tl.constexpr,
+                       PDL: tl.constexpr):
+        # The floor of any split attention streaming like a plain read: program (i, part)
+        # reads part ``part`` of PARTS of listed blocks i·BLOCKS .. i·BLOCKS + BLOCKS − 1's K
+        # and V rows (each page from a list, one dependent load, as table_first's) and writes
+        # what such a split must write for its G query heads, in the split kernel's layout
+        # (o [splits, rows, HQ, D] then lse [splits, rows, HQ], in the partials buffer's
+        # dtype; split = entry // BLOCKS · PARTS + part): here every lane's o is the part's
+        # column sums and its lse 0, so the merge kernel (a programmatic dependent) gives
+        # their mean.
         if PDL:
             gdc_launch_dependents()
-        i = tl.program_id(0)
         part = tl.program_id(1)
-        page = tl.load(pages_ptr + i)
-        head = tl.load(heads_ptr + i)
         offs = tl.arange(0, TOKENS)[:, None] * stride_t + tl.arange(0, D)[None, :]
         acc = tl.zeros((TOKENS, D), tl.float32)
         SPAN: tl.constexpr = 128 // PARTS
-        base = kv_ptr + page.to(tl.int64) * stride_p + head.to(tl.int64) * stride_h
-        for t0 in tl.static_range(0, SPAN, TOKENS):
-            t = part * SPAN + t0
-            acc += tl.load(base + t * stride_t + offs).to(tl.float32)
-            acc += tl.load(base + v_off + t * stride_t + offs).to(tl.float32)
+        first = tl.program_id(0) * BLOCKS
+        head = tl.load(heads_ptr + first)
+        for j in tl.static_range(BLOCKS):
+            page = tl.load(pages_ptr + first + j)
+            base = kv_ptr + page.to(tl.int64) * stride_p + head.to(tl.int64) * stride_h
+            for t0 in tl.static_range(0, SPAN, TOKENS):
+                t = part * SPAN + t0
+                acc += tl.load(base + t * stride_t + offs).to(tl.float32)
+                acc += tl.load(base + v_off + t * stride_t + offs).to(tl.float32)
         col = tl.sum(acc, axis=0)
-        row = i // topk % rows
-        split = (i % topk) * PARTS + part
+        row = first // topk % rows
+        split = (first % topk) // BLOCKS * PARTS + part
         lane = tl.arange(0, GP)
         slot = (split * rows + row).to(tl.int64) * HQ + head * G + lane
         o = tl.zeros((GP, D), tl.float32) + col[None, :]
         tl.store(part_ptr + slot[:, None] * D + tl.arange(0, D)[None, :], o,
                  mask=(lane < G)[:, None])
-        lse_base = part_ptr + (topk * PARTS * rows).to(tl.int64) * HQ * D
+        lse_base = part_ptr + (topk // BLOCKS * PARTS * rows).to(tl.int64) * HQ * D
         tl.store(lse_base + slot, tl.zeros((GP,), tl.float32), mask=lane < G)
     return _page_partials
 
 
-# (parts, tokens per load, warps) of --floor's reads with partials: the fastest plain read's
-# shape (four 4-warp programs of 32 rows of K and V per block) and coarser ones
-FLOOR_READS = ((4, 16, 4), (2, 16, 4), (1, 16, 4), (1, 32, 8))
+# (parts, tokens per load, warps, blocks per program, partials' dtype) of --floor's reads
+# with partials: the fastest plain read's shape (four 4-warp programs of 32 rows of K and V
+# per block), coarser ones, two blocks per program (the split kernel's 8 splits of a 16-block
+# list), and partials in 16 bits (half the bytes written and merged; timing only: an
+# attention's would need a range check)
+FLOOR_READS = (
+    (4, 16, 4, 1, "float32"), (2, 16, 4, 1, "float32"), (1, 16, 4, 1, "float32"),
+    (1, 32, 8, 1, "float32"), (1, 16, 4, 2, "float32"), (1, 16, 8, 2, "float32"),
+    (1, 16, 4, 1, "float16"), (1, 16, 4, 2, "float16"))
 
 
 # (chain, pages, parts, tokens per load, warps, blocks) of the listed reads --where times
@@ -1421,14 +1431,17 @@ def main():
             G = HQ // Hkv
             blocks = kv[pages.long(), :, :, heads.long(), :].float()  # [N, 2, 128, D]
             pdl = not SMOKE
-            for parts, tokens, warps in FLOOR_READS:
-                splits = ids.shape[2] * parts
-                part = torch.empty(splits * T * HQ * (D + 1), dtype=torch.float32, device=dev)
+            for parts, tokens, warps, nb, pdtype in FLOOR_READS:
+                if ids.shape[2] % nb:
+                    continue
+                splits = ids.shape[2] // nb * parts
+                part = torch.empty(splits * T * HQ * (D + 1), dtype=getattr(torch, pdtype),
+                                   device=dev)
 
-                def read(parts=parts, tokens=tokens, warps=warps, part=part):
-                    floor[(pages.numel(), parts)](
+                def read(parts=parts, tokens=tokens, warps=warps, nb=nb, part=part):
+                    floor[(pages.numel() // nb, parts)](
                         kv, pages, heads, part, T, ids.shape[2], HQ, kp, kt, kh, v_off, D=D,
-                        TOKENS=tokens, PARTS=parts, G=G,
+                        TOKENS=tokens, PARTS=parts, BLOCKS=nb, G=G,
                         GP=max(16, 1 << (G - 1).bit_length()), PDL=pdl,
                         num_warps=warps)
 
@@ -1438,9 +1451,11 @@ def main():
                         part, out, T, HQ, out.stride(0), out.stride(1), out.stride(2), D=D,
                         SPLITS=splits, PDL=pdl, num_warps=1,
                         **({"launch_pdl": True} if pdl else {}))
-                label = f"floor p{parts} t{tokens} w{warps} ({splits} splits)"
+                label = (f"floor p{parts} t{tokens} w{warps}"
+                         + (f" b{nb}" if nb > 1 else "") + (" fp16" if pdtype != "float32" else "")
+                         + f" ({splits} splits)")
                 calls[f"{label} reads+partials"] = read
-                want = blocks.view(-1, 2, parts, 128 // parts, D).sum(dim=(1, 3)).view(
+                want = blocks.view(-1, nb, 2, parts, 128 // parts, D).sum(dim=(1, 2, 4)).view(
                     Hkv, T, splits, D).mean(dim=2).repeat_interleave(G, dim=0).transpose(0, 1)
                 for merge, mod in (("+merge", base), ("+rolled merge", rolled)):
                     calls[f"{label} {merge}"] = lambda merged=merged, mod=mod: merged(mod=mod)
