@@ -25,7 +25,8 @@ the query-tiled kernel's 16-bit tile rows below the page from the last key's row
 multiply less per score and step; within CLOSE's bound: measured 2026-12-05, not adopted);
 `sums_per_step` reduces the split kernel's row sums across its warps at every key step, as
 it did before (within CLOSE's bound); `mask_every_step` masks the split kernel's keys at every
-step, as it did before (the same bits). Beside each launch an empty kernel
+step, as it did before (the same bits); `bf16_partials` keeps the splits' outputs in bf16
+(half the partials' bytes; within CLOSE's bound). Beside each launch an empty kernel
 on its grid, with and without its dynamic shared memory, times the launch without the work. `--where` also times plain reads of the
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
@@ -457,6 +458,19 @@ VARIANTS["mask_every_step"] = [
      '        s = tl.where(visible[None, :], s, float("-inf"))\n',
      '    s = tl.where(visible[None, :], s, float("-inf"))\n', 1),
 ]
+
+# The splits' outputs kept in bf16 (half the partials' bytes written and merged; the
+# log-sum-exps stay fp32, where they were): bf16 holds any convex combination of V rows, so
+# the range is safe; the merged result within CLOSE's bound.
+_BF16_PARTS = "part_ptr.to(tl.pointer_type(tl.bfloat16))"
+VARIANTS["bf16_partials"] = [
+    ("        tl.store(part_ptr + slot[:, None] * D + offs_d[None, :], o, mask=lane_ok[:, None])\n",
+     f"        tl.store({_BF16_PARTS} + slot[:, None] * D + offs_d[None, :],\n"
+     "                 o.to(tl.bfloat16), mask=lane_ok[:, None])\n", 1),
+    ("        o_s = tl.load(part_ptr + (sp * split_stride + first_slot)[:, None] * D\n",
+     f"        o_s = tl.load({_BF16_PARTS} + (sp * split_stride + first_slot)[:, None] * D\n", 1),
+]
+VARIANTS["bf16_partials_split_only"] = VARIANTS["bf16_partials"] + VARIANTS["split_only"]
 
 # The split kernel's row sums reduced across its warps at every key step, as before
 # 2026-12-05 (now kept per key column and summed after the loop: `_folded_sums`). Within
@@ -1136,7 +1150,7 @@ def timeline_summary(records, programs: int) -> dict:
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2, "scales_per_step": 3e-2,
          "pt_range_per_tile": 3e-2, "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2,
-         "log2_scores": 3e-2, "sums_per_step": 3e-2}
+         "log2_scores": 3e-2, "sums_per_step": 3e-2, "bf16_partials": 3e-2}
 # another revision of the kernel (--against): the same result up to the order of additions
 AGAINST_TOL = 3e-2
 # variants the interpreter cannot run (inline PTX)
@@ -1152,6 +1166,7 @@ FP8_ONLY = ("k_pairs", "k_pairs_tma", "k_pairs_tl", "pt_no_range", "pt_range_per
 CORRECT_OVER = {"k_byte": "fp8e5m2"}
 # name -> launch options a variant adds
 LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(merge_kernel=True),
+                  "bf16_partials_split_only": dict(merge_kernel=True),
                   "two_per_sm_split_only": dict(merge_kernel=True),
                   "three_per_sm_split_only": dict(merge_kernel=True),
                   "cluster_merge": dict(merge_kernel=False), "spin_merge": dict(merge_kernel=True),
