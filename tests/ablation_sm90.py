@@ -21,7 +21,7 @@ torch.zeros = lambda *shape, device=None, **kw: _zeros(*shape, **kw)
 
 import attn_ablation as ab  # noqa: E402
 import generated.sparse_attn as gsa  # noqa: E402
-from sm90_code import attention  # noqa: E402
+from sm90_code import attention, compile_kernel  # noqa: E402
 
 INSTRUCTIONS = ("%globaltimer", "%smid", "barrier.cluster", "mapa.shared::cluster",
                 "ld.shared::cluster", "cp.async.bulk.prefetch.L2", "cvt.rn.f16x2.e4m3x2",
@@ -46,6 +46,18 @@ def main():
         finally:
             gsa._sparse_attn_kernel = kernel
         ptx[name] = {k: text.count(k) for k in INSTRUCTIONS}
+    # --dsplit's attention: four programs per (KV head, row) summing their scores through
+    # distributed shared memory, and the same without the exchange
+    dsplit = ab._dsplit_module()._dsplit_attention
+    for exchange in (True, False):
+        text = compile_kernel(
+            dsplit, {"q_ptr": "*bf16", "kv_ptr": "*bf16", "pages_ptr": "*i32",
+                     "out_ptr": "*bf16", "sm_scale": "fp32"},
+            dict(TOPK=16, D=128, C=4, G=16, GP=16, EXCHANGE=exchange, STAGES=3),
+            div16=("stride_p", "stride_t", "stride_h", "v_off"), num_warps=4,
+            num_stages=1).asm["ptx"]
+        ptx[f"dsplit{'' if exchange else '_no_exchange'}"] = {
+            k: text.count(k) for k in INSTRUCTIONS + ("cp.async.cg",)}
     # three programs (start, listed, looped, end in ns; SM), then another launch's leftovers
     records = torch.tensor([1000, 2000, 5000, 6000, 7, 1500, 2700, 6500, 9000, 7,
                             2000, 2600, 4000, 4500, 9] + [99] * 5, dtype=torch.int64)

@@ -759,6 +759,11 @@ def test_attn_ablation_nvidia_only_variants_compile_and_the_timeline_is_read_bac
     pairs_tma = facts["ptx"]["k_pairs_tma"]
     assert pairs_tma["cvt.rn.f16x2.e4m3x2"] == k_pairs and pairs_tma["cp.async.bulk.tensor"] \
         and not facts["ptx"]["k_pairs"]["cp.async.bulk.tensor"]
+    # the D-split attention: one cluster barrier per key step (arrive and wait) and one at
+    # the end, its scores summed over the cluster's four programs, its loads pipelined
+    dsplit, alone = facts["ptx"]["dsplit"], facts["ptx"]["dsplit_no_exchange"]
+    assert dsplit["barrier.cluster"] == 4 and dsplit["ld.shared::cluster"] >= 4 and \
+        dsplit["cp.async.cg"] and not alone["barrier.cluster"] and alone["cp.async.cg"]
     # µs from the first start; the last program to end and its phases
     assert facts["timeline"] == {
         "programs": 3, "sms": 2, "programs_per_sm": [1, 2], "start_median_max": [0.5, 1.0],

@@ -35,7 +35,10 @@ attention that streams like those reads: the same reads (parts of a block or two
 program), each program writing the partials such a split must write (its G heads' outputs
 and log-sum-exps, the split kernel's layout, in fp32 or 16 bits), with and without the merge
 kernel as their programmatic dependent (as generated, and with its split loops rolled;
-`FLOOR_READS`; the merged output checked).
+`FLOOR_READS`; the merged output checked). `--dsplit` times an attention with no partials
+in memory: a (KV head, row)'s K and V split along D over a thread-block cluster whose
+programs sum their scores through distributed shared memory at every key step
+(`DSPLIT_LAUNCHES`; decode rows with every listed key visible, checked against float32).
 
     python3 tools/attn_ablation.py OUTDIR           # H200: writes OUTDIR/attn_ablation.json
     python3 tools/attn_ablation.py OUTDIR --smoke   # CPU interpreter, one tiny row
@@ -47,6 +50,7 @@ kernel as their programmatic dependent (as generated, and with its split loops r
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base,cluster_merge
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base,split_only --where
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base --floor
+    python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base --dsplit
     python3 tools/attn_ablation.py OUTDIR --rows copy --table --variants base \
         --launch "splits=1,head_split=4,num_warps=8;splits=2,head_split=2"
         # other launches beside the table's (unset: 4 warps, 2 stages, whole blocks), each
@@ -1023,6 +1027,103 @@ FLOOR_READS = (
     (1, 16, 4, 1, "float16"), (1, 16, 4, 2, "float16"))
 
 
+# --dsplit: an attention with no partials in memory that still spreads a row over several
+# SMs. A (KV head, row)'s C programs form one thread-block cluster, program r holding columns
+# r·D/C .. (r + 1)·D/C − 1 of q, K and V: each key step it computes its share of the G × 128
+# scores, the cluster sums the shares through distributed shared memory (each program's in
+# its own shared memory, double-buffered by step, one cluster barrier per step), and every
+# program runs the same softmax and multiplies by its columns of V, writing its columns of
+# the output: no partials, no merge. Decode rows with every key of the listed blocks
+# visible (the check's reference takes them all: timing the design, not the masking). With
+# the exchange off the programs skip the barrier and the sums (wrong by design: what the
+# exchange costs).
+DSPLIT_KERNEL = """
+
+@triton.jit
+def _dsplit_attention(q_ptr, kv_ptr, pages_ptr, out_ptr, sm_scale, T, HKV,
+                      stride_p, stride_t, stride_h, v_off,
+                      TOPK: tl.constexpr, D: tl.constexpr, C: tl.constexpr, G: tl.constexpr,
+                      GP: tl.constexpr, EXCHANGE: tl.constexpr, STAGES: tl.constexpr):
+    rank = tl.program_id(0)  # the program's columns: its rank in the (KV head, row)'s cluster
+    pair = tl.program_id(1)
+    kvh = pair // T
+    row = pair % T
+    DC: tl.constexpr = D // C
+    lane = tl.arange(0, GP)
+    lane_ok = lane < G
+    offs_d = rank * DC + tl.arange(0, DC)
+    slots = (row.to(tl.int64) * HKV * G + kvh * G + lane)[:, None] * D + offs_d[None, :]
+    q = tl.load(q_ptr + slots, mask=lane_ok[:, None], other=0.0)
+    tok = tl.arange(0, 128)
+    kv_offs = tok[:, None] * stride_t + offs_d[None, :]
+    m_i = tl.full([GP], float("-inf"), tl.float32)
+    l_i = tl.zeros([GP], tl.float32)
+    acc = tl.zeros([GP, DC], tl.float32)
+    SBYTES: tl.constexpr = GP * 128 * 4
+    scores_at = _cluster_own_base(2 * SBYTES) + (lane[:, None] * 128 + tok[None, :]) * 4
+    for j in tl.range(TOPK, num_stages=STAGES):
+        page = tl.load(pages_ptr + pair.to(tl.int64) * TOPK + j)
+        base = kv_ptr + page.to(tl.int64) * stride_p + kvh.to(tl.int64) * stride_h
+        k = tl.load(base + kv_offs)
+        v = tl.load(base + v_off + kv_offs)
+        s = tl.dot(q, tl.trans(k))
+        if EXCHANGE:
+            at = scores_at + (j % 2) * SBYTES
+            _st_shared(at, s)
+            _cluster_sync()
+            s = _ld_cluster(at, 0)
+            for r in tl.static_range(1, C):
+                s += _ld_cluster(at, r)
+        s = s * sm_scale
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    if EXCHANGE:
+        _cluster_sync()  # the peers' reads of this program's last scores end before it does
+    o = acc / l_i[:, None]
+    tl.store(out_ptr + slots, o.to(out_ptr.dtype.element_ty), mask=lane_ok[:, None])
+
+
+class ClusterKernel:
+    # ``kernel`` on ``grid`` with clusters of ``cluster`` programs along x and ``extra``
+    # bytes of dynamic shared memory past its own (Triton's launcher makes the clusters when
+    # the launch metadata says so, multiplying grid x by them)
+
+    def __init__(self, kernel, grid, cluster, extra, args, **options):
+        self.compiled = kernel.warmup(*args, grid=grid, **options)
+        self.compiled.run  # loads the binary (compiled.function is None until then)
+        warps, _, shared = self.compiled.packed_metadata
+        # raises the function's dynamic shared memory limit; how many clusters fit at once
+        self.max_clusters = triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
+            self.compiled.function, shared + extra, cluster)
+        self.meta = (warps, cluster, shared + extra)
+        self.grid = (grid[0] // cluster, grid[1], 1)
+
+    def __call__(self, *args):
+        stream = torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+        self.compiled.run(*self.grid, stream, self.compiled.function, self.meta, None, None,
+                          None, *args)
+"""
+# (programs per cluster, exchange, stages, warps) of --dsplit's launches
+DSPLIT_LAUNCHES = ((4, True, 3, 4), (4, True, 2, 4), (4, False, 3, 4), (2, True, 3, 4),
+                   (8, True, 3, 4), (8, False, 3, 4), (1, False, 3, 4))
+
+
+def _dsplit_module():
+    """The cluster helpers, `_dsplit_attention` and its launcher as a module."""
+    path = os.path.join(tempfile.mkdtemp(), "dsplit_attention.py")
+    with open(path, "w") as f:
+        f.write("import torch\nimport triton\nimport triton.language as tl\n"
+                + CLUSTER_HELPERS.split("\nclass _ClusterLaunch")[0] + DSPLIT_KERNEL)
+    spec = importlib.util.spec_from_file_location("ablation_dsplit", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 # (chain, pages, parts, tokens per load, warps, blocks) of the listed reads --where times
 WHERE_READS = (("pages", "random", 1, 32, 8, 1), ("list", "random", 1, 32, 8, 1),
                ("pages", "in order", 1, 32, 8, 1), ("none", "in order", 1, 32, 8, 1),
@@ -1478,6 +1579,41 @@ def main():
                     calls[f"{label} {merge}"]()  # the mean of the parts' column sums, per head
                     checks[f"{label} {merge}"] = bool(torch.allclose(out.float(), want,
                                                                      rtol=2e-2, atol=5e-2))
+        if "--dsplit" in sys.argv and not SMOKE and Q == 1 and bool((ids >= 0).all()):
+            ds = _dsplit_module()
+            pages, _ = listed_pages(ids, table, Q)  # (KV head, row, entry) order
+            kp, kh, kt, _, v_off = base.kv_strides(kv, q.shape[2])
+            T, HQ, D = q.shape
+            G, topk = HQ // Hkv, ids.shape[2]
+            heads = torch.arange(Hkv, device=dev).repeat_interleave(T * topk)
+            blocks = kv[pages.long(), :, :, heads, :].float().view(Hkv, T, topk, 2, 128, D)
+            keys = blocks[:, :, :, 0].reshape(Hkv, T, topk * 128, D)
+            vals = blocks[:, :, :, 1].reshape(Hkv, T, topk * 128, D)
+            qg = q.float().view(T, Hkv, G, D).transpose(0, 1)  # [Hkv, T, G, D]
+            att = torch.softmax(qg @ keys.transpose(-1, -2) * case["sm_scale"], dim=-1)
+            want = (att @ vals).transpose(0, 1).reshape(T, HQ, D)
+            del blocks, keys, vals, att
+            for C, exchange, stages, warps in DSPLIT_LAUNCHES:
+                args = (q, kv, pages, out, case["sm_scale"], T, Hkv, kp, kt, kh, v_off, topk, D,
+                        C, G, max(16, 1 << (G - 1).bit_length()), exchange, stages)
+                label = f"dsplit c{C} st{stages} w{warps}" + ("" if exchange else " no exchange")
+                try:
+                    launch = ds.ClusterKernel(ds._dsplit_attention, (C, Hkv * T, 1), C,
+                                              2 * 16 * 128 * 4 if exchange else 0, args,
+                                              num_warps=warps, num_stages=1)
+                    out.fill_(float("nan"))
+                    launch(*args)
+                    torch.cuda.synchronize()
+                except Exception as e:  # noqa: BLE001 - a study: report, go on
+                    print(f"   {label}: not run ({type(e).__name__}: {e})", flush=True)
+                    continue
+                err = (out.float() - want).abs()
+                print(f"   {label}: {launch.max_clusters} clusters at once; largest difference "
+                      f"from float32 {err.max().item():.3g}, mean {err.mean().item():.3g}",
+                      flush=True)
+                if exchange or C == 1:
+                    checks[label] = bool(err.max().item() <= 2e-2)
+                calls[label] = lambda launch=launch, args=args: launch(*args)
         first_want = None  # the first launch's output: every other launch is checked against it
         for launch in launches:
             tag = tag_of(launch)
@@ -1536,7 +1672,7 @@ def main():
             R * Q * ids.shape[2] * Hkv, 128 * 2 * q.shape[2] * kv.element_size() // 4)[
             "median_us"]
         where = "".join(f"  {k} {v:.2f}" for k, v in med.items()
-                        if k.startswith(("read ", "table launch, packed", "floor ")))
+                        if k.startswith(("read ", "table launch, packed", "floor ", "dsplit ")))
         print(f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: empty {med['empty kernel']:.2f}" + where
               + ("" if read is None else f"  plain read {read:.2f}")
               + "".join(f"  WRONG {k}" for k, ok in checks.items() if not ok), flush=True)
