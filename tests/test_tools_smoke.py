@@ -231,17 +231,18 @@ def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
 def test_attn_ablation_floor_times_reads_with_partials_and_their_merge(tmp_path):
     """--floor: the listed reads writing a split's partials, alone and with the merge kernel
     after them, each shape's merged output checked (the mean of its parts' column sums); the
-    shapes include two blocks per program and 16-bit partials."""
+    shapes include two and four blocks per program and 16-bit partials (eight blocks: not at
+    the smoke row's four-entry lists)."""
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke",
                 "--variants", "base", "--floor"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     checks = {k: v for k, v in report[0]["same_bits"].items() if k.startswith("floor ")}
-    assert len(checks) == 16 and all(checks.values()), checks  # both merges of 8 shapes
+    assert len(checks) == 20 and all(checks.values()), checks  # both merges of 10 shapes
     shapes = {k.rsplit(" +", 1)[0] for k in checks}
-    assert any(" b2 fp16 " in k for k in shapes)
+    assert any(" b2 fp16 " in k for k in shapes) and any(" b4 fp16 " in k for k in shapes)
     timed = set(report[0]["us"])
-    assert len(shapes) == 8 and all(f"{k} reads+partials" in timed and f"{k} +merge" in timed
+    assert len(shapes) == 10 and all(f"{k} reads+partials" in timed and f"{k} +merge" in timed
                                     and f"{k} +rolled merge" in timed for k in shapes)
 
 

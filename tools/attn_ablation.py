@@ -31,10 +31,10 @@ on its grid, with and without its dynamic shared memory, times the launch withou
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
 with the listed blocks packed together in the cache. `--floor` times the floor of any split
-attention that streams like those reads: the same reads (parts of a block or two blocks per
-program), each program writing the partials such a split must write (its G heads' outputs
-and log-sum-exps, the split kernel's layout, in fp32 or 16 bits), with and without the merge
-kernel as their programmatic dependent (as generated, and with its split loops rolled;
+attention that streams like those reads: the same reads (parts of a block, or two, four or
+eight blocks per program), each program writing the partials such a split must write (its G
+heads' outputs and log-sum-exps, the split kernel's layout, in fp32 or 16 bits), with and
+without the merge kernel as their programmatic dependent (as generated, and with its split loops rolled;
 `FLOOR_READS`; the merged output checked). `--dsplit` times an attention with no partials
 in memory: a (KV head, row)'s K and V split along D over a thread-block cluster whose
 programs sum their scores through distributed shared memory at every key step
@@ -1020,11 +1020,14 @@ def _partials_kernel():
 # with partials: the fastest plain read's shape (four 4-warp programs of 32 rows of K and V
 # per block), coarser ones, two blocks per program (the split kernel's 8 splits of a 16-block
 # list), and partials in 16 bits (half the bytes written and merged; timing only: an
-# attention's would need a range check)
+# attention's would need a range check); four and eight blocks per program (4 and 2 splits:
+# the tables' launches where a grid of (row, KV head) pairs is about one wave, 128 programs)
 FLOOR_READS = (
     (4, 16, 4, 1, "float32"), (2, 16, 4, 1, "float32"), (1, 16, 4, 1, "float32"),
     (1, 32, 8, 1, "float32"), (1, 16, 4, 2, "float32"), (1, 16, 8, 2, "float32"),
-    (1, 16, 4, 1, "float16"), (1, 16, 4, 2, "float16"))
+    (1, 16, 4, 1, "float16"), (1, 16, 4, 2, "float16"),
+    (1, 16, 4, 4, "float16"), (1, 16, 4, 8, "float16"), (1, 32, 8, 4, "float16"),
+    (1, 32, 8, 8, "float16"))
 
 
 # --dsplit: an attention with no partials in memory that still spreads a row over several
