@@ -307,6 +307,31 @@ def test_launch_compare_times_only_the_rows_whose_launch_changed(tmp_path):
     assert len(rows) > len(timed)
 
 
+def test_launch_compare_times_the_attention_over_the_cache_it_is_given(tmp_path):
+    """--kv fp8e4m3:per_token: the attention rows take the per-token-scaled fp8 rows of the
+    data file; an old file differing from the current one in one such row (and in a bf16 row,
+    which this comparison does not look at) times exactly that row, alone and in the step."""
+    with open(os.path.join(ROOT, "specs", "measured", "sm_90.json"), encoding="utf-8") as f:
+        data = json.load(f)
+
+    def row(kv, scales):
+        return next(r for r in data["sparse_attn_decode"] if r["group"] == 16
+                    and r["kv_dtype"] == kv and r["scales"] == scales and r["programs"][0] == 1)
+    for r in (row("fp8e4m3", "per_token"), row("bf16", "none")):
+        r["params"] = {**r["params"], "splits": 1 if r["params"]["splits"] != 1 else 2}
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    run = _run([os.path.join("tools", "launch_compare.py"), str(tmp_path), "--old", str(old),
+                "--only", "attention", "--kv", "fp8e4m3:per_token", "--smoke"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads((tmp_path / "launch_compare.json").read_text())
+    assert result["kv"] == ["fp8e4m3", "per_token"]
+    timed = [r for r in result["rows"] if "us" in r]
+    assert [r["row"] for r in timed] == ["attention 16/1 R2 1024 tokens Q1 fp8e4m3:per_token"]
+    assert set(timed[0]["step_us"]) == {"old", "new"}
+    assert all(r["row"].endswith("fp8e4m3:per_token") for r in result["rows"])
+
+
 @pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "sm90_code.py"])
 def test_device_tools_parse_their_command_line(tool):
     run = _run([os.path.join("tools", tool), "--help"], timeout=120)

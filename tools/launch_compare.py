@@ -11,6 +11,7 @@ on these launch-bound rows, more than most of what a re-tune moves. Run it on tw
 
     python3 tools/launch_compare.py OUTDIR --old REV          # H200: OUTDIR/launch_compare.json
     python3 tools/launch_compare.py OUTDIR --old REV --only router
+    python3 tools/launch_compare.py OUTDIR --old REV --only attention --kv fp8e4m3:per_token
     python3 tools/launch_compare.py OUTDIR --old REV --smoke  # CPU interpreter, tiny rows
     # anywhere, with the files of two machines: put back each row whose old launch was faster
     # on every machine (a dry run without --write)
@@ -59,11 +60,20 @@ def parse_args(argv=None):
                    help="--restore: the data file to change (default specs/measured/<target>.json)")
     p.add_argument("--target", default="sm_90", help="measured target (default sm_90)")
     p.add_argument("--only", choices=("router", "attention"), default=None)
+    p.add_argument("--kv", default=("bf16", "none"), type=_kv_option,
+                   help="the attention rows' cache dtype and scale mode, as bench_attn.py "
+                        "takes them (default bf16)")
     p.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny rows")
     args = p.parse_args(argv)
     if args.restore is None and (args.out is None or args.old is None):
         p.error("give OUTDIR and --old (a comparison), or --restore RESULT...")
     return args
+
+
+def _kv_option(text):
+    import bench_attn
+
+    return bench_attn.kv_option(text)
 
 
 def old_tables(old: str, target: str) -> dict:
@@ -119,20 +129,24 @@ def router_row(K, N, M, x_dtype) -> tuple:
             {"shape": [K, N], "x_dtype": x_dtype, "num_tokens": M})
 
 
-def attention_row(row) -> tuple:
-    """(label, data-file table, bucket point) of a sparse-attention bench row (bf16, D 128)."""
+def attention_row(row, kv=("bf16", "none")) -> tuple:
+    """(label, data-file table, bucket point) of a sparse-attention bench row (D 128) over a
+    cache of ``kv`` (dtype, scale mode; a bf16 q, an fp16 one over an fp16 cache as
+    bench_attn.py times it); the label names the cache unless it is bf16."""
     import bench_attn
 
     Hq, Hkv, R, ctx, Q = row
-    return (f"attention {Hq}/{Hkv} R{R} {ctx} tokens Q{Q}", "sparse_attn_decode",
-            dict(q_dtype="bf16", kv_dtype="bf16", scales="none", group=Hq // Hkv,
-                 head_dim=bench_attn.D, programs=R * Q * Hkv))
+    dtype, scales = kv
+    cache = "" if dtype == "bf16" else f" {dtype}" + ("" if scales == "none" else f":{scales}")
+    return (f"attention {Hq}/{Hkv} R{R} {ctx} tokens Q{Q}{cache}", "sparse_attn_decode",
+            dict(q_dtype="fp16" if dtype == "fp16" else "bf16", kv_dtype=dtype, scales=scales,
+                 group=Hq // Hkv, head_dim=bench_attn.D, programs=R * Q * Hkv))
 
 
-def bench_rows(smoke: bool) -> dict:
-    """label -> (table, point) of every bench row compared."""
+def bench_rows(smoke: bool, kv=("bf16", "none")) -> dict:
+    """label -> (table, point) of every bench row compared (attention over a cache of ``kv``)."""
     rows = [router_row(*r) for r in router_rows(smoke)] + \
-        [attention_row(r) for r in attention_rows(smoke)]
+        [attention_row(r, kv) for r in attention_rows(smoke)]
     return {label: (table, point) for label, table, point in rows}
 
 
@@ -211,7 +225,7 @@ def variant_defaults(variant: str, params: dict) -> dict:
     return {**{k: v for k, v in declared.items() if k not in params}, **params}
 
 
-def compare_attention(old: dict, hw: str, smoke: bool, say) -> list:
+def compare_attention(old: dict, hw: str, smoke: bool, say, kv=("bf16", "none")) -> list:
     import torch
 
     import bench_attn
@@ -221,9 +235,10 @@ def compare_attention(old: dict, hw: str, smoke: bool, say) -> list:
     dummy = torch.zeros(16, dtype=torch.int32, device=dev)
     out = []
     for row in attention_rows(smoke):
-        label, table, point = attention_row(row)
-        new = sa.explain_sparse_attn("decode", hw, torch.bfloat16, torch.bfloat16, "none",
-                                     point["group"], point["head_dim"], point["programs"])
+        label, table, point = attention_row(row, kv)
+        new = sa.explain_sparse_attn("decode", hw, point["q_dtype"], point["kv_dtype"],
+                                     point["scales"], point["group"], point["head_dim"],
+                                     point["programs"])
         old_row = row_for(old.get(table, []), point)
         if old_row is None:
             say(f"{label}: no row in the old file")
@@ -239,8 +254,8 @@ def compare_attention(old: dict, hw: str, smoke: bool, say) -> list:
             say(f"{label}: same launch")
             out.append({**record, "same": True})
             continue
-        case = bench_attn.make_case(row, torch.device(dev))
-        output = torch.empty_like(case["q"])
+        case = bench_attn.with_kv(bench_attn.make_case(row, torch.device(dev)), kv)
+        output = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=dev)
         calls = {"empty kernel": lambda: common.launch_empty(dummy)}
         for name, launch in launches.items():
             calls[name] = lambda launch=launch: sa.sparse_attn_with_launch(
@@ -278,13 +293,13 @@ def step_pair(sa, case, row, launches: dict, dev) -> dict:
         R, mb).to(torch.int32)
     ids = torch.empty((Hkv, T, topk), dtype=torch.int32, device=dev)
     counter = torch.zeros((Hkv, T), dtype=torch.int32, device=dev)
-    output = torch.empty_like(case["q"])
+    output = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=dev)
     calls = {}
     for name, launch in launches.items():
         calls[name] = lambda launch=launch: sa.sparse_decode_step_with_launch(
             launch, idx_q, idx_cache, idx_table, case["q"], case["kv"], case["block_table"],
             case["seq_lens"], ctx, topk, 0, 1, Hkv, Q, Q, case["sm_scale"], output,
-            topk_out=ids, completion_counter=counter, attention_pdl=True, attention_per_sm=0)
+            case.get("k_scale"), case.get("v_scale"), topk_out=ids, completion_counter=counter, attention_pdl=True, attention_per_sm=0)
     return calls
 
 
@@ -314,7 +329,10 @@ def restore(results: list, data: dict, old: dict, margin: float, say,
     ``judge``: "alone" reads the launches' own times, "step" the attention rows' times inside
     `sparse_decode_step` (rows without them are skipped). Returns the restored rows as (table,
     what was timed, the labels of the runs the row cites)."""
-    rows_of = bench_rows(results[0]["env"].get("smoke", False))
+    kvs = {tuple(r.get("kv", ("bf16", "none"))) for r in results}
+    if len(kvs) > 1:
+        raise SystemExit(f"the result files timed different caches: {sorted(kvs)}")
+    rows_of = bench_rows(results[0]["env"].get("smoke", False), kvs.pop())
     # (table, id of the current row) -> [current row, point, [(label, ratios)], old launch]
     by_bucket: dict = {}
     for label in dict.fromkeys(rec["row"] for res in results for rec in res["rows"]):
@@ -490,11 +508,13 @@ def main(argv=None):
     say = common.say
     say(f"launch_compare: old {args.old}, new = the current tables; target {hw}")
     result = {"env": common.env_info(args.smoke), "old": args.old,
-              "old_digest": file_digest(old), "target": hw, "rows": []}
+              "old_digest": file_digest(old), "target": hw, "kv": list(args.kv), "rows": []}
     sections = [args.only] if args.only else ["router", "attention"]
     for section in sections:
-        fn = compare_router if section == "router" else compare_attention
-        result["rows"] += fn(old, hw, args.smoke, say)
+        if section == "router":
+            result["rows"] += compare_router(old, hw, args.smoke, say)
+        else:
+            result["rows"] += compare_attention(old, hw, args.smoke, say, args.kv)
         with open(os.path.join(args.out, "launch_compare.json"), "w") as f:
             json.dump(result, f, indent=1)
     timed = [r for r in result["rows"] if "us" in r]
