@@ -231,8 +231,8 @@ def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
 def test_attn_ablation_floor_times_reads_with_partials_and_their_merge(tmp_path):
     """--floor: the listed reads writing a split's partials, alone and with the merge kernel
     after them, each shape's merged output checked (the mean of its parts' column sums); the
-    shapes include two and four blocks per program and 16-bit partials (eight blocks: not at
-    the smoke row's four-entry lists)."""
+    shapes include two and four blocks per program (four: the smoke row's whole list, one
+    split) and 16-bit partials (eight and sixteen blocks: not at its four-entry lists)."""
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke",
                 "--variants", "base", "--floor"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
