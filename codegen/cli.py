@@ -134,7 +134,7 @@ def explain_policy(reg, policy_name: str, values: dict) -> dict:
     rule = lookup(policy, reg.tables[policy_name], point)
     info = {"policy": policy_name, "inputs": {a.name: values[a.name] for a in policy.axes},
             "variant": rule.variant, "params": dict(rule.params),
-            "rule": rule.index, "where": str(rule.loc), "note": rule.note}
+            "rule": rule.index, "where": rule.loc.citation, "note": rule.note}
     row = measured.row_at(rule.loc)  # a measured target's data-file row: its measurements
     if row is not None:
         info["measured_row"] = {k: row[k] for k in ("source", "measured") if k in row}
@@ -230,7 +230,7 @@ def cmd_explain(args) -> int:
                 "file": f"generated/{v.output}", "template": v.template,
                 "hardware": list(v.hardware), "constants": dict(v.constants),
                 "params": [p.name for p in v.params],
-                "selected_by": [{"policy": p, "rule": r.index, "where": str(r.loc),
+                "selected_by": [{"policy": p, "rule": r.index, "where": r.loc.citation,
                                  "when": describe_point(reg.policies[p], tuple(
                                      str(c) if isinstance(c, Between) else
                                      ("*" if c is None else "|".join(map(str, c)))

@@ -33,6 +33,14 @@ class Location:
         return (f"{self.file}:{self.line}" + (f" (via :{self.via})" if self.via else "")
                 + (f" ({self.row})" if self.row else ""))
 
+    @property
+    def citation(self) -> str:
+        """Where generated code and `explain` say a rule comes from: a data-file row by its
+        table and bucket, which name it uniquely and stay put when a re-tune adds runs or rows
+        above it (so a re-tune's diff of generated/ is the rows it changed); a spec line as
+        ``str`` gives it. Errors keep the line (`SpecError`)."""
+        return f"{self.file} ({self.row})" if self.row else str(self)
+
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # Spec locations read "specs/x.py:12": relative to the directory holding the spec package being

@@ -126,7 +126,7 @@ def lower_rule(policy: Policy, rule: FlatRule) -> dict:
     for axis, cond in zip(policy.axes, rule.conds):
         conds.append("None" if cond is None else literal(cond))
     return {"index": rule.index, "conds": conds, "variant": rule.variant,
-            "params": literal(dict(rule.params)), "where": str(rule.loc), "note": rule.note}
+            "params": literal(dict(rule.params)), "where": rule.loc.citation, "note": rule.note}
 
 
 def _md_cond(cond) -> str:
@@ -154,7 +154,7 @@ def lower_policy(policy: Policy, rules: tuple) -> dict:
         "md_rows": [{"index": r.index, "conds": [_md_cond(c) for c in r.conds],
                      "variant": r.variant or "outside the domain",
                      "params": ", ".join(f"{k}={v}" for k, v in r.params) or r.note,
-                     "where": str(r.loc), "note": r.note} for r in rules],
+                     "where": r.loc.citation, "note": r.note} for r in rules],
         "param_names": sorted({k for r in rules for k, _ in r.params}),
     }
 

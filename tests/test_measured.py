@@ -221,10 +221,8 @@ def test_explain_and_dispatch_name_the_measured_row(capsys):
                if r.when["shape"] == (6144, 128) and r.when["x_dtype"] == "bf16"
                and r.when["num_tokens"][0] <= 12 <= r.when["num_tokens"][1])
     lo, hi = row.when["num_tokens"]
-    with open(SM90, encoding="utf-8") as f:
-        line = _line_of(f.read(), '"shape": [6144, 128], "x_dtype": "bf16", '
-                                  f'"num_tokens": [{lo}, {hi}]')
-    assert info["where"] == (f"specs/measured/sm_90.json:{line} (router_gemm row sm_90: shape "
+    # (cited by table and bucket, not by line: a re-tune's runs added above it move no citation)
+    assert info["where"] == (f"specs/measured/sm_90.json (router_gemm row sm_90: shape "
                              f"6144x128, x_dtype bf16, num_tokens {lo}..{hi})")
     assert info["measured_row"]["source"] == "measured"
     assert info["measured_row"]["measured"]["winner"]["us"] == row.measured["winner"]["us"]
@@ -388,3 +386,36 @@ def test_a_tune_naming_runs_it_does_not_describe_is_refused(runs):
     assert re.match(rf"specs/measured/sm_90\.json:{tunes + 1}: ", message), message
     assert "field 'provenance.tunes': each tune names its 'sections' and the 'runs'" in message, \
         message
+
+
+def test_a_retune_changes_only_its_rows_in_the_generated_dispatch(spec_copy):
+    """Generated rules cite a data-file row by its table and bucket, not its line: a re-tune
+    that describes a new run (lines added near the top of the file) and changes one row's
+    launch changes only the launches of that row's rules in generated/dispatch.py and
+    DISPATCH.md, besides the inputs hash (before 2026-12-05 every later rule's citation
+    moved: a 6-row re-tune was a 2000-line diff)."""
+    import difflib
+
+    from codegen import render
+
+    data = measured.read(SM90)
+    runs = data["provenance"]["runs"]
+    label, facts = next(iter(runs.items()))
+    runs["GPU-00000000"] = dict(facts, machine="GPU-00000000")
+    row = next(r for r in data["sparse_attn_decode"] if r["kv_dtype"] == "fp8e4m3"
+               and r["scales"] == "none" and r["group"] == 16 and r["programs"] == [65, 128])
+    row["params"] = dict(row["params"], num_stages=2)
+    row["measured"] = json.loads(json.dumps(row["measured"]).replace(label, "GPU-00000000"))
+    (spec_copy / "measured" / "sm_90.json").write_text(measured.dumps(data))
+    before, after = (render.render_all(registry.load(path))
+                     for path in (os.path.join(ROOT, "specs"), str(spec_copy)))
+    for name in ("dispatch.py", "DISPATCH.md"):
+        changed = [line for line in difflib.unified_diff(
+            before[name].splitlines(), after[name].splitlines(), lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        # the hash, and the launch of each rule the row gives (fp8 caches it serves: MEASURED_AS)
+        assert sum("inputs-sha256" in line for line in changed) == 2, (name, changed)
+        gone = [line[1:] for line in changed if line[0] == "-" and "inputs-sha256" not in line]
+        came = [line[1:] for line in changed if line[0] == "+" and "inputs-sha256" not in line]
+        assert gone and [line.replace("'num_stages': 2", "'num_stages': 3").replace(
+            "num_stages=2", "num_stages=3") for line in came] == gone, (name, changed)
