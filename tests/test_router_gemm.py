@@ -590,7 +590,7 @@ def test_table_matches_registry():
     for rule, row in zip(flat, TABLE.rows):
         assert rule.index == row.index and rule.variant == row.variant
         assert dict(rule.params) == row.params
-        assert str(rule.loc) == row.where
+        assert rule.loc.citation == row.where
         for spec_cond, gen_cond in zip(rule.conds, row.conds):
             if spec_cond is None or gen_cond is None:
                 assert spec_cond is None and gen_cond is None
