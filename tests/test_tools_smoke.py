@@ -486,6 +486,15 @@ def test_launch_compare_restore_puts_back_only_rows_the_old_launch_won_everywher
     assert any("not the launch timed as old" in line for line in said)
 
 
+def test_launch_compare_restore_refuses_results_over_different_caches():
+    """Result files of `--kv` runs name their cache: restoring from files that timed different
+    caches is refused (their attention rows are different rows of the data file)."""
+    lc, data, old, results, _ = _restore_case()
+    results[1]["kv"] = ["fp8e4m3", "none"]
+    with pytest.raises(SystemExit, match="different caches"):
+        lc.restore(results, data, old, 0.01, lambda _: None)
+
+
 def test_launch_compare_restore_needs_every_machine_slower_and_the_median_past_the_margin():
     """Slower on each machine but within the margin on one (1.008, 1.03, 1.025): restored;
     slower on each but the median within the margin (1.005, 1.008, 1.02): kept."""
