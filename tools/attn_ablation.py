@@ -31,8 +31,9 @@ on its grid, with and without its dynamic shared memory, times the launch withou
 listed blocks' bytes (no attention: through a page list, the ids and the table, or none;
 several program shapes; each checked to sum the bytes it stands for) and the table's launch
 with the listed blocks packed together in the cache. `--floor` times the floor of any split
-attention that streams like those reads: the same reads (parts of a block, or two, four or
-eight blocks per program), each program writing the partials such a split must write (its G
+attention that streams like those reads: the same reads (parts of a block, or two, four,
+eight or sixteen blocks per program: sixteen, a 16-entry list whole, is one split, whose
+partials are its output), each program writing the partials such a split must write (its G
 heads' outputs and log-sum-exps, the split kernel's layout, in fp32 or 16 bits), with and
 without the merge kernel as their programmatic dependent (as generated, and with its split loops rolled;
 `FLOOR_READS`; the merged output checked). `--dsplit` times an attention with no partials
