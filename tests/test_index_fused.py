@@ -241,9 +241,11 @@ def test_fused_row_falls_back_to_two_kernels_when_topk_exceeds_the_tile():
     assert fused["fused"] and fused["scorer"] == "split" and fused["topk_tile"] < 512
     assert not e["fused"] and e["scorer"] == "split" and e["kv_chunks"] == fused["kv_chunks"]
     assert e["num_warps"] == fused["num_warps"] and e["num_stages"] == fused["num_stages"]
-    # the fallback is a declared row of its own, at the same data-file line as the fused one
+    # the fallback is a declared row of its own, from the same data-file row as the fused one
+    # (each rule reads "<where> (index_score row <index>)")
     assert e["score_rule"] != fused["score_rule"] and e["topk_tile"] >= 256
-    assert e["score_rule"].split(" ")[0] == fused["score_rule"].split(" ")[0]
+    where = [r["score_rule"].rsplit(" (index_score row ", 1)[0] for r in (e, fused)]
+    assert where[0] == where[1] and where[0].startswith("specs/measured/sm_90.json ("), where
     assert e["topk_rule"].startswith("specs/")
     from generated.dispatch import INDEX_SCORE
 

@@ -307,29 +307,39 @@ def test_launch_compare_times_only_the_rows_whose_launch_changed(tmp_path):
     assert len(rows) > len(timed)
 
 
-def test_launch_compare_times_the_attention_over_the_cache_it_is_given(tmp_path):
-    """--kv fp8e4m3:per_token: the attention rows take the per-token-scaled fp8 rows of the
-    data file; an old file differing from the current one in one such row (and in a bf16 row,
-    which this comparison does not look at) times exactly that row, alone and in the step."""
+@pytest.mark.parametrize("kv, rows_of", [("fp8e4m3:per_token", ("fp8e4m3", "per_token")),
+                                          ("fp8e5m2", ("fp8e4m3", "none"))])
+def test_launch_compare_times_the_attention_over_the_cache_it_is_given(tmp_path, kv, rows_of):
+    """--kv: the attention rows take the data file's rows of that cache, or of the cache it
+    is measured as (an e5m2 cache: e4m3's, MEASURED_AS); an old file differing from the
+    current one in one such row (and in a bf16 row, which this comparison does not look at)
+    times exactly that row, alone and in the step."""
     with open(os.path.join(ROOT, "specs", "measured", "sm_90.json"), encoding="utf-8") as f:
         data = json.load(f)
 
-    def row(kv, scales):
+    def row(kv_dtype, scales):
         return next(r for r in data["sparse_attn_decode"] if r["group"] == 16
-                    and r["kv_dtype"] == kv and r["scales"] == scales and r["programs"][0] == 1)
-    for r in (row("fp8e4m3", "per_token"), row("bf16", "none")):
+                    and r["kv_dtype"] == kv_dtype and r["scales"] == scales
+                    and r["programs"][0] == 1)
+    for r in (row(*rows_of), row("bf16", "none")):
         r["params"] = {**r["params"], "splits": 1 if r["params"]["splits"] != 1 else 2}
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
     run = _run([os.path.join("tools", "launch_compare.py"), str(tmp_path), "--old", str(old),
-                "--only", "attention", "--kv", "fp8e4m3:per_token", "--smoke"])
+                "--only", "attention", "--kv", kv, "--smoke"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads((tmp_path / "launch_compare.json").read_text())
-    assert result["kv"] == ["fp8e4m3", "per_token"]
+    assert result["kv"] == list(bench_kv(kv))
     timed = [r for r in result["rows"] if "us" in r]
-    assert [r["row"] for r in timed] == ["attention 16/1 R2 1024 tokens Q1 fp8e4m3:per_token"]
+    assert [r["row"] for r in timed] == [f"attention 16/1 R2 1024 tokens Q1 {kv}"]
     assert set(timed[0]["step_us"]) == {"old", "new"}
-    assert all(r["row"].endswith("fp8e4m3:per_token") for r in result["rows"])
+    assert all(r["row"].endswith(kv) and "no row" not in r for r in result["rows"])
+
+
+def bench_kv(text):
+    """bench_attn.py's reading of a --kv option: (dtype, scale mode)."""
+    dtype, _, mode = text.partition(":")
+    return dtype, mode or "none"
 
 
 @pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "sm90_code.py"])
@@ -487,10 +497,16 @@ def test_launch_compare_restore_puts_back_only_rows_the_old_launch_won_everywher
 
 
 def test_launch_compare_restore_refuses_results_over_different_caches():
-    """Result files of `--kv` runs name their cache: restoring from files that timed different
-    caches is refused (their attention rows are different rows of the data file)."""
+    """Result files of `--kv` runs name their cache: restoring from files that timed attention
+    rows over different caches is refused (those are different rows of the data file); files
+    of router rows alone may name any."""
+    lc, data, old, results, _ = _restore_case()
+    results[1]["kv"] = ["fp8e4m3", "none"]  # (router rows only: the cache does not matter)
+    assert lc.restore(results, data, old, 0.01, lambda _: None)
     lc, data, old, results, _ = _restore_case()
     results[1]["kv"] = ["fp8e4m3", "none"]
+    for res in results:
+        res["rows"].append({"row": "attention 16/1 R32 32768 tokens Q1", "same": True})
     with pytest.raises(SystemExit, match="different caches"):
         lc.restore(results, data, old, 0.01, lambda _: None)
 

@@ -109,6 +109,25 @@ def row_for(rows: list, point: dict) -> dict | None:
     return None
 
 
+# the inputs of an attention row; the rest of its point is the programs
+ATTN_INPUTS = ("q_dtype", "kv_dtype", "scales", "group", "head_dim")
+
+
+def serving_row(table: str, rows: list, point: dict) -> dict | None:
+    """The data-file row of ``rows`` (table ``table``) that serves ``point``: `row_for`, where
+    an attention input without rows of its own takes those of the input it is measured as
+    (specs/sparse_attn.py MEASURED_AS: an fp8 e5m2 or scaled cache, an fp16 q, an fp8 cache
+    in a file from before it had rows)."""
+    if not table.startswith("sparse_attn"):
+        return row_for(rows, point)
+    from specs import sparse_attn as spec
+
+    have = [dict(t) for t in dict.fromkeys(tuple((k, r[k]) for k in ATTN_INPUTS)
+                                           for r in rows)]
+    served = spec.measured_as({k: point[k] for k in ATTN_INPUTS}, have)
+    return None if served is None else row_for(rows, {**point, **served})
+
+
 def router_rows(smoke: bool):
     """(K, N, M, x dtype) of the router bench rows vLLM is compared on."""
     if smoke:
@@ -239,7 +258,7 @@ def compare_attention(old: dict, hw: str, smoke: bool, say, kv=("bf16", "none"))
         new = sa.explain_sparse_attn("decode", hw, point["q_dtype"], point["kv_dtype"],
                                      point["scales"], point["group"], point["head_dim"],
                                      point["programs"])
-        old_row = row_for(old.get(table, []), point)
+        old_row = serving_row(table, old.get(table, []), point)
         if old_row is None:
             say(f"{label}: no row in the old file")
             continue
@@ -299,7 +318,8 @@ def step_pair(sa, case, row, launches: dict, dev) -> dict:
         calls[name] = lambda launch=launch: sa.sparse_decode_step_with_launch(
             launch, idx_q, idx_cache, idx_table, case["q"], case["kv"], case["block_table"],
             case["seq_lens"], ctx, topk, 0, 1, Hkv, Q, Q, case["sm_scale"], output,
-            case.get("k_scale"), case.get("v_scale"), topk_out=ids, completion_counter=counter, attention_pdl=True, attention_per_sm=0)
+            case.get("k_scale"), case.get("v_scale"),
+            topk_out=ids, completion_counter=counter, attention_pdl=True, attention_per_sm=0)
     return calls
 
 
@@ -329,10 +349,13 @@ def restore(results: list, data: dict, old: dict, margin: float, say,
     ``judge``: "alone" reads the launches' own times, "step" the attention rows' times inside
     `sparse_decode_step` (rows without them are skipped). Returns the restored rows as (table,
     what was timed, the labels of the runs the row cites)."""
-    kvs = {tuple(r.get("kv", ("bf16", "none"))) for r in results}
+    # (the cache of the files that timed attention rows: router rows do not depend on it)
+    kvs = {tuple(r.get("kv", ("bf16", "none"))) for r in results
+           if any(rec["row"].startswith("attention") for rec in r["rows"])}
     if len(kvs) > 1:
         raise SystemExit(f"the result files timed different caches: {sorted(kvs)}")
-    rows_of = bench_rows(results[0]["env"].get("smoke", False), kvs.pop())
+    rows_of = bench_rows(results[0]["env"].get("smoke", False),
+                         kvs.pop() if kvs else ("bf16", "none"))
     # (table, id of the current row) -> [current row, point, [(label, ratios)], old launch]
     by_bucket: dict = {}
     for label in dict.fromkeys(rec["row"] for res in results for rec in res["rows"]):
@@ -341,7 +364,7 @@ def restore(results: list, data: dict, old: dict, margin: float, say,
             say(f"{label}: not a bench row of every result file: skipped")
             continue
         table, point = rows_of[label]
-        current = row_for(data[table], point)
+        current = serving_row(table, data[table], point)
         if current is None:
             say(f"{label}: no row of the current file serves it: skipped")
             continue
@@ -365,7 +388,7 @@ def restore(results: list, data: dict, old: dict, margin: float, say,
         if not all(min(ratios) > 1 and statistics.median(ratios) > 1 + margin
                    for _, ratios in rows):
             continue
-        before = row_for(old[table], point)
+        before = serving_row(table, old[table], point)
         if before is None or not _is_launch_of(table, before, timed_old):
             say(f"restore: {shown}: the old file's row is not the launch timed as old: kept")
             continue
