@@ -9,7 +9,7 @@ Layout (one writer, :func:`dumps`: fixed key order, one table row per line, so a
 reviews as a row-by-row diff)::
 
     {
-      "format": "kspec-measured-target/4",
+      "format": "kspec-measured-target/5",
       "hardware": {"name": "sm_90", "vendor": "nvidia", "capability": [9, 0], ...},
       "provenance": {"runs": {LABEL: {date, device, driver, torch, triton, command,
                                       state, machine, ...}},
@@ -30,10 +30,10 @@ reviews as a row-by-row diff)::
       "index_prefill": [{..the scorer's keys.., "variant": "index_prefill_stream" or
                          "index_prefill" (the two kernels), ...}, ...],
       "sparse_attn_decode": [{"q_dtype": "bf16", "kv_dtype": "bf16", "scales": "none",
-                              "group": 16, "head_dim": 128, "programs": [1, 32],
-                              "variant": "sparse_attn_split", ...}, ...],
-      "sparse_attn_prefill": [{..the same keys.., "variant": "sparse_attn_split" or
-                               "sparse_attn_tiled", ...}, ...]
+                              "group": 16, "head_dim": 128, "query_len": [1, 1],
+                              "programs": [1, 32], "variant": "sparse_attn_split", ...}, ...],
+      "sparse_attn_prefill": [{..the same keys but query_len.., "variant":
+                               "sparse_attn_split" or "sparse_attn_tiled", ...}, ...]
     }
 
 Ranges are inclusive ``[lo, hi]`` (``hi`` null: unbounded). The scorer rows of one set of
@@ -65,7 +65,7 @@ import attrs
 from .model import Hardware, Location, SpecError, _relative
 from .policy import Between
 
-FORMAT = "kspec-measured-target/4"
+FORMAT = "kspec-measured-target/5"
 SOURCES = ("measured", "default")
 
 
@@ -125,8 +125,9 @@ TABLES = {
     "index_prefill_topk": Layout(("max_block", "rows_x_heads"), "variant"),
     "index_prefill": Layout(SCORE_INPUTS + ("max_block", "num_tokens"), "variant",
                             values=SCORE_INPUT_KINDS),
-    # sparse attention (docs/KERNELS.md §15): keyed by its inputs, over (row · KV head) programs
-    "sparse_attn_decode": Layout(ATTN_INPUTS + ("programs",), "variant",
+    # sparse attention (docs/KERNELS.md §15): keyed by its inputs, over (row · KV head) programs;
+    # decode by its query length too (decode_query_len: each request's rows are as many)
+    "sparse_attn_decode": Layout(ATTN_INPUTS + ("query_len", "programs"), "variant",
                                  values=ATTN_INPUT_KINDS),
     "sparse_attn_prefill": Layout(ATTN_INPUTS + ("programs",), "variant",
                                   values=ATTN_INPUT_KINDS),

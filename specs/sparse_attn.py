@@ -184,6 +184,12 @@ def inputs_with_rows(rows) -> list:
     return inputs
 
 
+def _span(row) -> str:
+    """A row's buckets in a rule's note: 'Q 1, programs 33..64' (prefill: no Q)."""
+    return ", ".join(f"{name} {Between(*row.when[axis])}" for axis, name in
+                     (("query_len", "Q"), ("programs", "programs")) if axis in row.when)
+
+
 def measured_rules(target, table, declared):
     """A measured target's rows of ``table`` for the inputs its data file holds, the same rows
     for the inputs they serve (MEASURED_AS) that it holds none for, the declared rules for
@@ -192,7 +198,7 @@ def measured_rules(target, table, declared):
     inputs = inputs_with_rows(rows)
     rules = [Rule(when={"hardware": target.name, **row.conditions()}, variant=row.choice,
                   params=row.params, loc=row.loc,
-                  note=f"{row.values()}, programs {Between(*row.when['programs'])}")
+                  note=f"{row.values()}, {_span(row)}")
              for row in rows]
     # every input an input with rows serves: the other axes of that input, each q, cache and
     # scale mode
@@ -202,7 +208,7 @@ def measured_rules(target, table, declared):
               and measured_as(i, inputs) is not None]
     rules += [Rule(when={"hardware": target.name, **row.conditions(), **i},
                    variant=row.choice, params=row.params, loc=row.loc,
-                   note=f"{i}, programs {Between(*row.when['programs'])}: as measured for "
+                   note=f"{i}, {_span(row)}: as measured for "
                         f"{row.values()['q_dtype']} q / {row.values()['kv_dtype']} / "
                         f"{row.values()['scales']}")
               for i in served for row in rows if row.values() == measured_as(i, inputs)]
@@ -264,7 +270,9 @@ def step_rules():
     return rules
 
 
-def axes(extra_doc):
+def axes(extra_doc, decode=True):
+    """The attention policies' axes; decode ones also by the query length (a request's Q rows
+    read the same blocks' pages, mostly: Q 4 at 64 programs took another launch than Q 1)."""
     return (
         Axis(name="hardware", kind="enum", values=HARDWARE, doc="normalized target"),
         Axis(name="q_dtype", kind="enum", values=Q_DTYPES, doc="q dtype"),
@@ -272,6 +280,8 @@ def axes(extra_doc):
         Axis(name="scales", kind="enum", values=SCALE_MODES, doc="k_scale / v_scale mode"),
         Axis(name="group", kind="enum", values=GROUPS, doc="G = Hq / Hkv"),
         Axis(name="head_dim", kind="enum", values=HEAD_DIMS, doc="head dim D"),
+        *((Axis(name="query_len", kind="int", lo=1, doc="decode_query_len (Q)"),) if decode
+          else ()),
         Axis(name="programs", kind="int", lo=1, doc=f"rows · KV heads ({extra_doc})"),
     )
 
@@ -282,7 +292,7 @@ SPECS += [
            axes=axes("T = R · decode_query_len"), rules=DECODE_RULES),
     Policy(name="sparse_attn_prefill", family="sparse_attn",
            doc="prefill sparse attention: per token (splits of each row's list) or query-tiled",
-           axes=axes("T prefill tokens"),
+           axes=axes("T prefill tokens", decode=False),
            rules=PREFILL_RULES),
     Policy(name="sparse_decode_step", family="sparse_attn",
            doc="sparse_decode_step: how many of the attention's programs may share an SM",

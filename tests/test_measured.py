@@ -263,7 +263,7 @@ def test_fp8_inputs_take_the_rows_of_the_input_they_are_measured_as(spec_copy, r
     def row(reg, table, **values):
         policy = reg.policies[table]
         values = {"hardware": "sm_90", "q_dtype": "bf16", "scales": "none", "group": 16,
-                  "head_dim": 128, **values}
+                  "head_dim": 128, "query_len": 4, **values}
         rule = lookup(policy, reg.tables[table], tuple(values[a.name] for a in policy.axes))
         return rule.variant, dict(rule.params)
 
@@ -299,11 +299,11 @@ ROUTER_LABEL = re.search(r'"shape": \[(\d+), (\d+)\], "x_dtype": "(\w+)"', FIRST
 
 
 @pytest.mark.parametrize("old, new, at, label, field, rule", [
-    ('  "format": "kspec-measured-target/4",\n',
-     '  "format": "kspec-measured-target/4",\n  "colour": 1,\n', '"colour"', "", "colour",
+    ('  "format": "kspec-measured-target/5",\n',
+     '  "format": "kspec-measured-target/5",\n  "colour": 1,\n', '"colour"', "", "colour",
      "unknown key (known: format, hardware, provenance, router_gemm"),
-    ('"format": "kspec-measured-target/4"', '"format": "kspec-measured-target/3"', '"format"',
-     "", "format", "must be 'kspec-measured-target/4', got 'kspec-measured-target/3'"),
+    ('"format": "kspec-measured-target/5"', '"format": "kspec-measured-target/4"', '"format"',
+     "", "format", "must be 'kspec-measured-target/5', got 'kspec-measured-target/4'"),
     ('"vendor": "nvidia"', '"vendor": "nvidia", "colour": 1', '"colour"', "(hardware sm_90)",
      "hardware.colour", "unknown key (known: name, vendor"),
     (FIRST_US, FIRST_US[:FIRST_US.rindex(" ") + 1] + "0", FIRST_SCORE, FIRST_LABEL,

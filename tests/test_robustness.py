@@ -750,8 +750,12 @@ def test_explain_functions_name_their_dtype_and_enum_arguments():
     attn = dict(mode="decode", hardware="sm_90", q_dtype="bf16", kv_dtype="bf16",
                 scales="none", group=16, head_dim=128, programs=8)
     for name, bad in (("q_dtype", "float"), ("kv_dtype", None), ("mode", ["decode"]),
-                      ("scales", ["none"]), ("scales", "zz")):
+                      ("scales", ["none"]), ("scales", "zz"), ("query_len", 0)):
         assert_named(ValueError, name, generated.explain_sparse_attn, **{**attn, name: bad})
+    assert_named(TypeError, "query_len", generated.explain_sparse_attn,
+                 **{**attn, "query_len": 2.0})
+    assert_named(ValueError, "query_len", generated.explain_sparse_attn,  # decode's only
+                 **{**attn, "mode": "prefill", "query_len": 1})
     dec = dict(hardware="sm_90", q_dtype="bf16", cache_dtype="bf16", head_dim=128, num_reqs=4,
                max_block=64, total_q=4, num_heads=1, topk=16, max_decode_query_len=1)
     for name in ("q_dtype", "cache_dtype"):

@@ -7,6 +7,8 @@ on small shapes; the GPU at MiniMax-M3 sizes (marked gpu).
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -1287,7 +1289,7 @@ def test_decode_step_equals_the_two_calls():
     from generated import _runtime
     chosen = sparse_attention.explain_sparse_attn(
         "decode", _runtime.detect_hardware(q.device), q.dtype, kv.dtype, "none", G, D,
-        R * Q * Hkv)
+        R * Q * Hkv, Q)
     assert chosen["splits"] != 1, chosen
     want_one = torch.zeros_like(out)
     sparse_attention.sparse_attn_with_launch(launch, "decode", q, kv, want_ids, table, seq_lens,
@@ -1315,10 +1317,15 @@ def _small_step_args(seed):
 
 
 def _step_point_cap(hw, q, kv, scales, group, head_dim, programs):
+    """The step table's cap at a point, the same at every query length (the study timed Q 1
+    and Q 4 rows: STEP_CAPPED is not by Q)."""
     from generated.dispatch import SPARSE_DECODE_STEP as table
-    return table.lookup(*table.point(hardware=hw, q_dtype=q, kv_dtype=kv, scales=scales,
-                                     group=group, head_dim=head_dim, programs=programs)
-                        ).params["attention_per_sm"]
+    caps = {table.lookup(*table.point(hardware=hw, q_dtype=q, kv_dtype=kv, scales=scales,
+                                      group=group, head_dim=head_dim, query_len=Q,
+                                      programs=programs)).params["attention_per_sm"]
+            for Q in (1, 2, 8)}
+    assert len(caps) == 1, (hw, q, kv, scales, group, head_dim, programs, caps)
+    return caps.pop()
 
 
 def test_decode_step_table_caps_the_attention_only_where_measured_faster():
@@ -1357,10 +1364,10 @@ def test_decode_step_capped_launches_are_the_ones_the_study_measured():
 
     programs, _, measured = STEP_CAPPED["sm_90"]
     for inputs, launch in measured:
-        for p in (programs.lo, programs.hi):
-            row = sa._row("decode", "sm_90", dict(inputs, programs=p))
-            assert row.variant == sa.SPLIT, (inputs, p)
-            assert {k: row.params[k] for k in launch} == launch, (inputs, p, row.params)
+        for p, Q in itertools.product((programs.lo, programs.hi), (1, 4)):  # the study's Qs
+            row = sa._row("decode", "sm_90", dict(inputs, query_len=Q, programs=p))
+            assert row.variant == sa.SPLIT, (inputs, Q, p)
+            assert {k: row.params[k] for k in launch} == launch, (inputs, Q, p, row.params)
 
 
 def test_decode_step_capped_inputs_are_the_ones_the_study_found_faster():
@@ -1545,6 +1552,27 @@ def test_rejections_name_the_argument(change, error, match):
 def test_explain_names_the_row():
     info = generated.explain_sparse_attn("decode", "generic", "bf16", "bf16", "none", 16, 128, 32)
     assert info["splits"] == 8 and "sparse_attn_decode row" in info["rule"]  # portable rows
+
+
+def test_decode_launches_are_looked_up_at_the_query_length(monkeypatch, caplog):
+    """Decode rows are by query length: on sm_90 a Q 1 call takes its data file's Q 1 row, any
+    longer query (speculative decoding) the Q ≥ 2 row of the same programs; the entry looks its
+    launch up at its own decode_query_len (its logged key holds it)."""
+    from generated import _runtime
+
+    for Q, bucket in ((1, "query_len 1,"), (2, "query_len ≥ 2,"), (8, "query_len ≥ 2,")):
+        for programs in (1, 64, 512):
+            info = generated.explain_sparse_attn("decode", "sm_90", "bf16", "bf16", "none", 16,
+                                                 128, programs, query_len=Q)
+            assert "measured/sm_90.json" in info["rule"] and bucket in info["rule"], info
+    monkeypatch.setenv("KSPEC_LOG_DISPATCH", "1")
+    monkeypatch.setattr(_runtime, "_seen_keys", set())
+    case, _ = decode_case([200, 10], Q=2, Hkv=1, G=16, seed=3)
+    with caplog.at_level("INFO"):
+        run_decode(case)
+    keys = [r.getMessage() for r in caplog.records if "sparse_attn_decode" in r.getMessage()]
+    # (hardware, q, kv, scales, G, D, Q, programs): Q 2, two requests' four rows
+    assert len(keys) == 1 and ", 16, 64, 2, 4)" in keys[0], keys
 
 
 # ---- GPU, MiniMax-M3 sizes -------------------------------------------------------------------

@@ -552,7 +552,7 @@ def test_launch_compare_restore_by_the_step_into_a_split_bucket():
     old = copy.deepcopy(data)
     rows = old["sparse_attn_decode"]
     half = [r for r in rows if r["group"] == 16 and r["kv_dtype"] == "bf16"
-            and r["programs"][0] in (129, 257)]
+            and r["query_len"] == [2, None] and r["programs"][0] in (129, 257)]
     assert [r["programs"] for r in half] == [[129, 256], [257, 512]], half
     merged = half[0]
     merged["programs"] = [129, 512]
@@ -580,14 +580,51 @@ def test_launch_compare_restore_by_the_step_into_a_split_bucket():
     back = lc.row_for(data[table], point)
     assert back["programs"] == [129, 256] and back["params"] == merged["params"]
     assert back["measured"]["bucket"] == [129, 512]  # what it was measured for
-    assert lc.row_for(data[table], {**point, "programs": 512}) == \
-        lc.row_for(fresh[table], {**point, "programs": 512})
+    for other in ({"programs": 512}, {"query_len": 1}):  # the rest of the old row's range
+        assert lc.row_for(data[table], {**point, **other}) == \
+            lc.row_for(fresh[table], {**point, **other})
     # a result without the step's times is not judged by them
     for res in results:
         del res["rows"][0]["step_us"]
     said = []
     assert lc.restore(results, copy.deepcopy(fresh), old, 0.01, said.append, judge="step") == []
     assert any("not timed inside the step" in line for line in said)
+
+
+def test_launch_compare_restore_from_a_file_without_query_lengths():
+    """An old file from before decode rows were by query length (kspec-measured-target/4: its
+    rows hold every Q) serves the bench's rows; its launch of a Q 4 row comes back into the
+    current Q ≥ 2 row only, the Q 1 row of the same programs left as it is."""
+    import copy
+
+    lc = _launch_compare()
+    with open(os.path.join(ROOT, "specs", "measured", "sm_90.json"), encoding="utf-8") as f:
+        data = json.load(f)
+    old = copy.deepcopy(data)
+    old["sparse_attn_decode"] = [{k: v for k, v in r.items() if k != "query_len"}
+                                 for r in old["sparse_attn_decode"] if r["query_len"] == [1, 1]]
+    label = "attention 32/2 R8 8192 tokens Q4"  # 64 programs
+    table, point = lc.bench_rows(False)[label]
+    was = lc.row_for(old[table], point)
+    assert was is not None and "query_len" not in was
+    was["params"] = {**was["params"], "splits": 2 if was["params"]["splits"] != 2 else 4}
+    was["measured"]["winner"]["us"] = {"decode G16 P64": {"GPU-old": 20.0}}
+    old["provenance"]["runs"]["GPU-old"] = {"machine": "GPU-old"}
+    now = lc.row_for(data[table], point)
+    assert now["query_len"] == [2, None]
+    record = {"row": label, "old": {"variant": was["variant"], **was["params"]},
+              "new": {"variant": now["variant"], **now["params"]},
+              "us": {"old": 20.0, "new": 22.0, "empty kernel": 3.0}}
+    results = [{"env": {"machine": m}, "old": "old.json", "target": "sm_90",
+                "rows": [copy.deepcopy(record)]} for m in "AB"]
+    fresh = copy.deepcopy(data)
+    restored = lc.restore(results, data, old, 0.01, lambda *a: None)
+    assert [shown.split(" new/old")[0] for _, shown, _ in restored] == [label]
+    back = lc.row_for(data[table], point)
+    assert back["params"] == was["params"] and back["query_len"] == [2, None]
+    assert back["programs"] == now["programs"] and "bucket" not in back["measured"]
+    assert lc.row_for(data[table], {**point, "query_len": 1}) == \
+        lc.row_for(fresh[table], {**point, "query_len": 1})
 
 
 def test_launch_compare_restore_relabels_a_run_described_under_another_label():
@@ -753,7 +790,8 @@ def test_sm90_code_tables_screens_the_tables_launches(monkeypatch):
     assert len(launches) == len(set(launches)) > 0
     table = dispatch.TABLES["sparse_attn_decode"]
     row = table.lookup(*table.point(hardware="sm_90", q_dtype="bf16", kv_dtype="bf16",
-                                    scales="none", group=16, head_dim=128, programs=32))
+                                    scales="none", group=16, head_dim=128, query_len=1,
+                                    programs=32))
     assert ("decode", "bf16", "bf16", "none", 16, tuple(sorted(row.params.items()))) in launches
     assert all(scales == "none" for _, _, cache, scales, _, _ in launches
                if not cache.startswith("fp8"))
@@ -779,7 +817,8 @@ def test_sm90_code_shared_compiles_each_launch_at_its_largest_inputs(monkeypatch
     assert {(g, d) for _, _, _, _, g, d, _ in launches} >= {(32, 256), (16, 128)}
     table = dispatch.TABLES["sparse_attn_decode"]
     row = table.lookup(*table.point(hardware="sm_90", q_dtype="fp32", kv_dtype="fp8e5m2",
-                                    scales="per_token", group=32, head_dim=256, programs=8))
+                                    scales="per_token", group=32, head_dim=256, query_len=4,
+                                    programs=8))
     assert ("decode", "fp32", "fp8e4m3", "per_token", 32, 256,
             tuple(sorted(row.params.items()))) in launches
     run = _run([os.path.join("tools", "sm90_code.py"), "shared", "--mode", "decode", "--limit",

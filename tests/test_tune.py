@@ -196,8 +196,8 @@ class FakeDevice:
         fn()
         return None
 
-    def attn_case(self, mode, inputs, programs, kv_heads):
-        return {"mode": mode, "programs": programs, "kv_heads": kv_heads}
+    def attn_case(self, mode, inputs, programs, kv_heads, Q=1):
+        return {"mode": mode, "programs": programs, "kv_heads": kv_heads, "Q": Q}
 
     def attn_step_case(self, case):
         return {**case, "step": True}
@@ -480,20 +480,25 @@ def test_attention_points_can_be_limited_to_some_program_counts(reg):
     space = Space(reg, reg.hardware["sm_90"], sms=132)
     every = space.attn_points()
     some = space.attn_points([4, 8, 16, 32])
-    assert {P for _, _, P, _ in some} == {4, 8, 16, 32}
+    assert {P for _, _, P, _, _ in some} == {4, 8, 16, 32}
     assert all(p in every for p in some) and len(some) < len(every)
     run = measure.Run(space, FakeDevice(), rounds=1, per_round=1, budget_s=-1,
                       say=lambda *a: None)
     run.attention([4, 8])
     assert {json.dumps(b["bucket"]["programs"]) for b in run.planned} == {"[3, 8]"}
-    # one and two programs: only the one-KV-head layouts (P programs are P / Hkv rows)
+    # one and two programs: only the one-KV-head layouts (P programs are P / Hkv rows) at
+    # Q 1; decode's Q 4 where P / Hkv rows hold a request's four
     small = space.attn_points([1, 2])
-    assert small and all(H == 1 for _, _, _, H in small)
-    assert {(i["group"], P) for _, i, P, _ in small} == {(16, 1), (16, 2), (8, 1), (8, 2)}
+    assert small and all(H == 1 and Q == 1 for _, _, _, H, Q in small)
+    assert {(i["group"], P) for _, i, P, _, _ in small} == {(16, 1), (16, 2), (8, 1), (8, 2)}
+    assert {(m, Q) for m, _, _, _, Q in every} == {("decode", 1), ("decode", 4), ("prefill", 1)}
+    assert all(H * Q <= P for _, _, P, H, Q in every)
+    assert ("decode", 16, 8, 1, 4) in {(m, i["group"], P, H, Q) for m, i, P, H, Q in every}
+    assert not any(Q == 4 and H == 4 and P == 8 for _, _, P, H, Q in every)
     # `measure --groups 8`: G 8's points only (G 16's buckets are not planned)
     g8 = Space(reg, reg.hardware["sm_90"], sms=132, groups=[8])
     assert g8.attn_points([32]) == [p for p in space.attn_points([32]) if p[1]["group"] == 8]
-    assert {i["group"] for _, i, _, _ in g8.attn_points()} == {8}
+    assert {i["group"] for _, i, _, _, _ in g8.attn_points()} == {8}
     with pytest.raises(ValueError, match="groups"):
         Space(reg, reg.hardware["sm_90"], sms=132, groups=[3])
     # `measure --modes decode`: decode's points only (prefill's buckets are not planned)
@@ -506,6 +511,15 @@ def test_attention_points_can_be_limited_to_some_program_counts(reg):
     assert {b["table"] for b in run.planned} == {"sparse_attn_decode"}
     with pytest.raises(ValueError, match="modes"):
         Space(reg, reg.hardware["sm_90"], sms=132, modes=["verify"])
+    # `measure --query-lens 4`: decode's Q 4 points only (its Q 1 buckets are not planned)
+    q4 = Space(reg, reg.hardware["sm_90"], sms=132, modes=["decode"], query_lens=[4])
+    assert q4.attn_points() == [p for p in dec.attn_points() if p[4] == 4] and q4.attn_points()
+    run = measure.Run(q4, FakeDevice(), rounds=1, per_round=1, budget_s=-1,
+                      say=lambda *a: None)
+    run.attention([64])
+    assert {json.dumps(b["bucket"]["query_len"]) for b in run.planned} == {"[2, null]"}
+    with pytest.raises(ValueError, match="query lengths"):
+        Space(reg, reg.hardware["sm_90"], sms=132, query_lens=[2])
 
 
 def test_tma_and_table_first_twins_and_near_keeps_one_parameter_from_the_current_row(reg):
@@ -514,8 +528,8 @@ def test_tma_and_table_first_twins_and_near_keeps_one_parameter_from_the_current
     accelerator; `measure --near` keeps the candidates one launch parameter away from the
     bucket's current row (tma flipped among them) and the anchors."""
     sm90 = Space(reg, reg.hardware["sm_90"], sms=132)
-    for mode, inputs, P, _ in sm90.attn_points([32]):
-        cands = sm90.attn_candidates_at(mode, inputs, P)
+    for mode, inputs, P, _, Q in sm90.attn_points([32]):
+        cands = sm90.attn_candidates_at(mode, inputs, P, Q)
         split = [p for v, p in cands if v == A_SPLIT]
         assert all(dict(p, tma=not p["tma"]) in split for p in split), (mode, inputs)
         tiled = [p for v, p in cands if v == A_TILED]
@@ -523,24 +537,24 @@ def test_tma_and_table_first_twins_and_near_keeps_one_parameter_from_the_current
                    (p["sorted_union"] and p["num_stages"] > 1) for p in tiled), (mode, inputs)
         assert bool(tiled) == (mode == "prefill") and any(p["tma"] for p in tiled) == bool(tiled)
     generic = Space(reg, reg.hardware["generic"], sms=132)
-    mode, inputs, P, _ = generic.attn_points([32])[0]
-    assert not any(p.get("tma") for _, p in generic.attn_candidates_at(mode, inputs, P))
+    mode, inputs, P, _, Q = generic.attn_points([32])[0]
+    assert not any(p.get("tma") for _, p in generic.attn_candidates_at(mode, inputs, P, Q))
     # table_first twins: decode split launches of up to 128 programs, on every target
     for space in (sm90, generic):
-        for mode, inputs, P, _ in space.attn_points([32, 128, 256]):
-            cands = space.attn_candidates_at(mode, inputs, P)
+        for mode, inputs, P, _, Q in space.attn_points([32, 128, 256]):
+            cands = space.attn_candidates_at(mode, inputs, P, Q)
             split = [p for v, p in cands if v == A_SPLIT]
             twins = mode == "decode" and P <= 128
             assert all((dict(p, table_first=not p["table_first"]) in split) == twins
                        for p in split), (space.target.name, mode, P)
     near = Space(reg, reg.hardware["sm_90"], sms=132, near=True)
-    for mode, inputs, P, _ in near.attn_points([1, 32, 128]):
-        bucket = near.attn_bucket(inputs, P)
+    for mode, inputs, P, _, Q in near.attn_points([1, 32, 128]):
+        bucket = near.attn_bucket(mode, inputs, P, Q)
         table = ATTN_TABLES[mode]
         current = near.current(table, bucket)
-        cands = near.attn_candidates_at(mode, inputs, P)
+        cands = near.attn_candidates_at(mode, inputs, P, Q)
         assert current in cands and near.default(table, bucket) in cands
-        assert len(cands) < len(sm90.attn_candidates_at(mode, inputs, P))
+        assert len(cands) < len(sm90.attn_candidates_at(mode, inputs, P, Q))
         for variant, params in cands:
             if (variant, params) == near.default(table, bucket):
                 continue
@@ -559,13 +573,14 @@ def test_attention_buckets_are_measured_at_each_served_head_count(reg):
     one bucket holds both layouts as representatives, so its row is the worst case of both."""
     space = Space(reg, reg.hardware["sm_90"], sms=132)
     every = space.attn_points()
-    assert {(i["group"], H) for _, i, _, H in every} == {(16, 4), (16, 1), (8, 1)}
-    labels = [space.attn_rep_label(m, i, P, H) for m, i, P, H in every]
+    assert {(i["group"], H) for _, i, _, H, _ in every} == {(16, 4), (16, 1), (8, 1)}
+    labels = [space.attn_rep_label(*point) for point in every]
     assert len(set(labels)) == len(labels) and "decode G16 P64" in labels \
-        and "decode G16 P64 Hkv1" in labels and "decode G8 P64" in labels
+        and "decode G16 P64 Hkv1" in labels and "decode G8 P64" in labels \
+        and "decode G16 P64 Q4" in labels and "decode G8 P64 Q4" in labels
     dev = FakeDevice()
     cases = []
-    dev.attn_case = lambda mode, inputs, programs, kv_heads: cases.append(
+    dev.attn_case = lambda mode, inputs, programs, kv_heads, Q=1: cases.append(
         (mode, inputs["group"], programs, kv_heads)) or {"mode": mode, "programs": programs}
     run = measure.Run(space, dev, rounds=1, per_round=1, budget_s=1e9, say=lambda *a: None)
     run.attention([8])
@@ -573,7 +588,8 @@ def test_attention_buckets_are_measured_at_each_served_head_count(reg):
     reps = {p["rep"] for p in run.points if p["buckets"][0]["group"] == 16
             and p["table"] == "sparse_attn_decode"}
     # decode also inside sparse_decode_step; every measured cache dtype (bf16 plain)
-    assert reps == {f"decode G16 P8{h}{kv}{step}" for h in ("", " Hkv1")
+    # (Q 4 at one KV head only: four heads' 8 programs are two rows)
+    assert reps == {f"decode G16 P8{h}{kv}{step}" for h in ("", " Hkv1", " Hkv1 Q4")
                     for kv in ("", " fp8e4m3") for step in ("", " step 8k")}
 
 
@@ -723,11 +739,14 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
     assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
     assert "keep" not in capsys.readouterr().out
     data = measured.load_file(str(spec_copy / "measured" / "sm_90.json"))
-    # the rows of the inputs this tune measured (the data file holds others: per-token scales)
+    # the rows this tune measured (the data file holds others: per-token scales, and Q ≥ 2
+    # at one or two programs, which no request of four rows fills)
     rows = [r for t in ("sparse_attn_decode", "sparse_attn_prefill") for r in data.rows(t)
-            if r.source == "measured" and {k: r.when[k] for k in space.attn_inputs[0]}
-            in space.attn_inputs]
-    assert rows
+            if r.source == "measured" and "GPU-a" in json.dumps(r.measured)]
+    assert rows and {r.when["query_len"] for r in rows if "query_len" in r.when} == {
+        (1, 1), (2, None)}
+    assert all({k: r.when[k] for k in space.attn_inputs[0]} in space.attn_inputs
+               for r in rows)
     for row in rows:
         lo = row.when["programs"][0]
         if row.table == "sparse_attn_prefill" and lo > 512:
@@ -742,9 +761,12 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
     from codegen.policy import lookup
     p = reg.policies["sparse_attn_decode"]
     point = dict(hardware="sm_90", q_dtype="bf16", kv_dtype="bf16", scales="none", group=16,
-                 head_dim=128, programs=100)
+                 head_dim=128, query_len=1, programs=100)
     rule = lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
     assert "measured/sm_90.json" in str(rule.loc) and dict(rule.params)["splits"] == 4
+    point["query_len"] = 8  # speculative decoding: the row chosen at Q 4
+    rule = lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
+    assert "query_len ≥ 2" in str(rule.loc) and dict(rule.params)["splits"] == 4
     point["kv_dtype"] = "fp8e5m2"  # an input served by fp8 e4m3's rows (MEASURED_AS)
     rule = lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
     assert "measured/sm_90.json" in str(rule.loc) and "fp8e4m3" in str(rule.loc)
@@ -1054,7 +1076,8 @@ def test_warm_up_groups_cover_each_compile_once(sm90):
 def test_warm_up_groups_cover_each_attention_candidate_once(sm90):
     """Every candidate of every attention point measured is compiled (launched at a point of
     the same mode and inputs, inside the step too where a decode point needs it), each
-    compile once however many points measure it, in groups of a few."""
+    compile once however many points (head counts, query lengths) measure it, in groups of a
+    few."""
     programs = [16, 128, 1024]
     sm90 = Space(sm90.reg, sm90.target, sms=132)  # the whole space (quick has one point)
     groups = warm.warm_groups(sm90, ["attention"], programs=programs)
@@ -1065,23 +1088,23 @@ def test_warm_up_groups_cover_each_attention_candidate_once(sm90):
         return (mode, repr(sorted(inputs.items())), variant, repr(params),
                 mode == "decode" and P <= ATTN_STEP_MAX_PROGRAMS)
 
-    got = [compiles(t[1], t[2], t[3], t[5], t[6]) for t in tasks]
+    got = [compiles(t[1], t[2], t[3], t[6], t[7]) for t in tasks]
     want = {compiles(mode, inputs, P, variant, params)
-            for mode, inputs, P, H in sm90.attn_points(programs)
-            for variant, params in sm90.attn_candidates_at(mode, inputs, P)}
+            for mode, inputs, P, H, Q in sm90.attn_points(programs)
+            for variant, params in sm90.attn_candidates_at(mode, inputs, P, Q)}
     assert len(got) == len(set(got)) and set(got) == want and want
-    # (fewer tasks than the points' candidates: the 1-KV-head points add no compile)
+    # (fewer tasks than the points' candidates: the 1-KV-head and Q 4 points add no compile)
     points = sm90.attn_points(programs)
-    assert len(tasks) < sum(len(sm90.attn_candidates_at(m, i, P)) for m, i, P, _ in points)
+    assert len(tasks) < sum(len(sm90.attn_candidates_at(m, i, P, Q))
+                            for m, i, P, _, Q in points)
     # each task's point measures it, and it is the smallest that does (the largest points'
     # inputs take up to 16 GiB: in every worker at once they ran the device out of memory)
     for t in tasks:
-        assert (t[1], t[2], t[3], t[4]) in points and \
-            (t[5], t[6]) in sm90.attn_candidates_at(t[1], t[2], t[3])
+        assert t[1:6] in points and (t[6], t[7]) in sm90.attn_candidates_at(*t[1:4], t[5])
         step = t[1] == "decode" and t[3] <= ATTN_STEP_MAX_PROGRAMS
-        assert t[3] == min(P for m, i, P, _ in points if (m, i) == (t[1], t[2])
+        assert t[3] == min(P for m, i, P, _, Q in points if (m, i) == (t[1], t[2])
                            and (m == "decode" and P <= ATTN_STEP_MAX_PROGRAMS) == step
-                           and (t[5], t[6]) in sm90.attn_candidates_at(m, i, P))
+                           and (t[6], t[7]) in sm90.attn_candidates_at(m, i, P, Q))
 
 
 def test_command_line():
@@ -1305,7 +1328,7 @@ def test_an_fp8_scale_mode_is_tuned_as_its_own_input(sm90, spec_copy, capsys):
     space = Space(sm90.reg, sm90.target, sms=132, kv_dtypes=("fp8e4m3:per_token",))
     assert {(i["kv_dtype"], i["scales"], i["group"]) for i in space.attn_inputs} == {
         ("fp8e4m3", "per_token", 16), ("fp8e4m3", "per_token", 8)}
-    labels = {space.attn_rep_label(m, i, P, H) for m, i, P, H in space.attn_points([64])}
+    labels = {space.attn_rep_label(*point) for point in space.attn_points([64])}
     assert "decode G16 P64 fp8e4m3:per_token" in labels, labels
     for bad in ("bf16:per_token", "fp8e4m3:bogus"):
         with pytest.raises(ValueError, match="scales"):
@@ -1313,9 +1336,9 @@ def test_an_fp8_scale_mode_is_tuned_as_its_own_input(sm90, spec_copy, capsys):
     from codegen.policy import lookup
     p = sm90.reg.policies["sparse_attn_decode"]
 
-    def rule_at(reg, programs, kv="fp8e4m3", scales="per_token"):
+    def rule_at(reg, programs, kv="fp8e4m3", scales="per_token", Q=1):
         point = dict(hardware="sm_90", q_dtype="bf16", kv_dtype=kv, scales=scales, group=16,
-                     head_dim=128, programs=programs)
+                     head_dim=128, query_len=Q, programs=programs)
         return lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
 
     before = {P: dict(rule_at(sm90.reg, P).params) for P in (1, 64, 4096)}
@@ -1330,8 +1353,10 @@ def test_an_fp8_scale_mode_is_tuned_as_its_own_input(sm90, spec_copy, capsys):
         if P != 64:
             assert dict(rule.params) == before[P]  # kept
     # the fake device's fastest at 33-64 programs: four splits, three stages
-    assert (dict(rule_at(reg, 64).params)["splits"],
-            dict(rule_at(reg, 64).params)["num_stages"]) == (4, 3)
+    for Q in (1, 4):  # each query length's rows (new rows for each of its groups)
+        rule = rule_at(reg, 64, Q=Q)
+        assert (dict(rule.params)["splits"], dict(rule.params)["num_stages"]) == (4, 3)
+        assert "per_token" in rule.note and f"Q {'1' if Q == 1 else '≥ 2'}," in rule.note
     assert "per_token" in rule_at(reg, 64, kv="fp8e5m2").note
     assert "per_token" not in rule_at(reg, 64, scales="none").note
 

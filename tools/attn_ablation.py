@@ -1488,7 +1488,7 @@ def main():
         if "--table" in sys.argv:  # the launch the dispatch table takes for the row
             hw = common.detected_hardware(SMOKE)
             row_launch = sparse_attention.explain_sparse_attn(
-                "decode", hw, "bf16", kv_dtype, scales, Hq // Hkv, q.shape[2], R * Q * Hkv)
+                "decode", hw, "bf16", kv_dtype, scales, Hq // Hkv, q.shape[2], R * Q * Hkv, Q)
             launches = [{k: row_launch[k] for k in ("splits", "num_warps", "num_stages",
                                                     *sparse_attention.LEFT_OUT[
                                                         sparse_attention.SPLIT])}]

@@ -86,12 +86,18 @@ def old_tables(old: str, target: str) -> dict:
     return json.loads(text)
 
 
+# axes the data format gained since a file was written (kspec-measured-target/5: decode's
+# query_len); a row of such a file holds every value of the axis it lacks
+LATER_AXES = ("query_len",)
+
+
 def row_for(rows: list, point: dict) -> dict | None:
     """The first data-file row whose bucket holds ``point`` (axis -> value): a [lo, hi] range
-    (hi None: unbounded) holds the values in it, any other value only itself."""
+    (hi None: unbounded) holds the values in it, any other value only itself; an axis of
+    LATER_AXES the row lacks, every value."""
     for row in rows:
         axes = {k: v for k, v in row.items() if k not in ROW_FIELDS}
-        if set(axes) != set(point):
+        if not set(axes) <= set(point) or set(point) - set(axes) - set(LATER_AXES):
             continue
         ok = True
         for axis, want in axes.items():
@@ -159,7 +165,7 @@ def attention_row(row, kv=("bf16", "none")) -> tuple:
     cache = "" if dtype == "bf16" else f" {dtype}" + ("" if scales == "none" else f":{scales}")
     return (f"attention {Hq}/{Hkv} R{R} {ctx} tokens Q{Q}{cache}", "sparse_attn_decode",
             dict(q_dtype="fp16" if dtype == "fp16" else "bf16", kv_dtype=dtype, scales=scales,
-                 group=Hq // Hkv, head_dim=bench_attn.D, programs=R * Q * Hkv))
+                 group=Hq // Hkv, head_dim=bench_attn.D, query_len=Q, programs=R * Q * Hkv))
 
 
 def bench_rows(smoke: bool, kv=("bf16", "none")) -> dict:
@@ -257,7 +263,7 @@ def compare_attention(old: dict, hw: str, smoke: bool, say, kv=("bf16", "none"))
         label, table, point = attention_row(row, kv)
         new = sa.explain_sparse_attn("decode", hw, point["q_dtype"], point["kv_dtype"],
                                      point["scales"], point["group"], point["head_dim"],
-                                     point["programs"])
+                                     point["programs"], point["query_len"])
         old_row = serving_row(table, old.get(table, []), point)
         if old_row is None:
             say(f"{label}: no row in the old file")
@@ -349,6 +355,8 @@ def restore(results: list, data: dict, old: dict, margin: float, say,
     ``judge``: "alone" reads the launches' own times, "step" the attention rows' times inside
     `sparse_decode_step` (rows without them are skipped). Returns the restored rows as (table,
     what was timed, the labels of the runs the row cites)."""
+    from codegen import measured
+
     # (the cache of the files that timed attention rows: router rows do not depend on it)
     kvs = {tuple(r.get("kv", ("bf16", "none"))) for r in results
            if any(rec["row"].startswith("attention") for rec in r["rows"])}
@@ -393,7 +401,8 @@ def restore(results: list, data: dict, old: dict, margin: float, say,
             say(f"restore: {shown}: the old file's row is not the launch timed as old: kept")
             continue
         axes = [k for k in current if k not in ROW_FIELDS]
-        if any(not _holds(before.get(a), current[a]) for a in axes):
+        # (an axis the old file's rows lack, LATER_AXES: its rows hold every value of it)
+        if any(not _holds(before[a], current[a]) for a in axes if a in before):
             say(f"restore: {shown}: the old row's bucket does not hold the current one: kept")
             continue
         label_of = {run: _adopt_run(data["provenance"]["runs"], run,
@@ -406,11 +415,12 @@ def restore(results: list, data: dict, old: dict, margin: float, say,
         else:
             launch = {"variant": timed_old["variant"],
                       "params": {k: v for k, v in timed_old.items() if k != "variant"}}
-        measured = _relabelled(before["measured"], label_of)
-        moved = [a for a in axes if before.get(a) != current[a]]  # the bucket's range only
-        if moved and "bucket" not in measured:  # the range its measurements were taken for
-            measured["bucket"] = before[moved[0]]
-        before = {**before, **{a: current[a] for a in axes}, **launch, "measured": measured}
+        measurements = _relabelled(before["measured"], label_of)
+        bucket = measured.TABLES[table].bucket  # the axis a group's rows tile
+        if before[bucket] != current[bucket] and "bucket" not in measurements:
+            measurements["bucket"] = before[bucket]  # the range they were taken for
+        before = {**before, **{a: current[a] for a in axes}, **launch,
+                  "measured": measurements}
         data[table][data[table].index(current)] = before
         restored.append((table, shown, sorted(set(label_of.values()))))
         say(f"restore: {shown}: {before[_choice(table)]} {before['params']}")

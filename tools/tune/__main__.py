@@ -94,6 +94,9 @@ def parse_args(argv=None):
                    default=None,
                    help="attention tables of these modes only: decode, prefill (the other "
                         "mode's buckets keep their rows)")
+    m.add_argument("--query-lens", type=common.int_list, default=None,
+                   help="decode attention at these query lengths only: 1 (the Q 1 rows), "
+                        "4 (the Q >= 2 rows; the other's buckets keep their rows)")
     c = sub.add_parser("choose", help="choose rows from run files; --write writes them")
     c.add_argument("runs", nargs="+", help="run files of `measure` (machines)")
     c.add_argument("--write", action="store_true", help="write specs/measured/<target>.json")
@@ -127,7 +130,7 @@ def measure(args, argv) -> int:
     try:
         space = Space(reg, hw, facts["sms"], args.quick, args.inputs, near=args.near,
                       groups=args.groups, kv_dtypes=args.kv_dtypes,
-                      modes=args.modes)
+                      modes=args.modes, query_lens=args.query_lens)
     except ValueError as e:
         sys.exit(f"tune measure: {e}")
     return record_run(args, argv, space, GpuDevice(space), facts, declared,
@@ -248,7 +251,8 @@ def choose(args, argv, say=common.say) -> int:
         for run in runs:
             for point in run["points"]:
                 if point["table"] in ("sparse_attn_decode", "sparse_attn_prefill"):
-                    i = {k: v for k, v in point["buckets"][0].items() if k != "programs"}
+                    i = {k: v for k, v in point["buckets"][0].items()
+                         if k not in ("query_len", "programs")}
                     if i not in attn_inputs.setdefault(point["table"], []):
                         attn_inputs[point["table"]].append(i)
         write.add_attention_rows(data, space, attn_inputs)

@@ -175,30 +175,31 @@ class GpuDevice:
         return None if self.torch.equal(inp["out"], ref) else "ids differ from the default launch"
 
     # -- attention -------------------------------------------------------------------------
-    def attn_case(self, mode, inputs, programs, kv_heads, ctx=32768, topk=16, seed=0):
-        """``programs`` rows · ``kv_heads`` at a ``ctx`` context: decode rows of one request each,
-        or one prefill request of rows / Hkv tokens after ctx keys whose lists are shared by
-        runs of 64 tokens (as an indexer's are)."""
+    def attn_case(self, mode, inputs, programs, kv_heads, Q=1, ctx=32768, topk=16, seed=0):
+        """``programs`` rows · ``kv_heads`` at a ``ctx`` context: decode requests of ``Q`` rows
+        each (the context's last Q tokens), or one prefill request of rows / Hkv tokens after
+        ctx keys; a run of 64 rows shares its lists but for each token's own block (as an
+        indexer's are: a request's Q lists are mostly the same)."""
         torch, sp = self.torch, self.space
         G, D = inputs["group"], inputs["head_dim"]
         Hkv = kv_heads
-        T = max(1, programs // Hkv)
-        g = torch.Generator().manual_seed(seed + programs)
+        T = max(Q, programs // Hkv // Q * Q)
+        g = torch.Generator().manual_seed(seed + programs + 1000 * (Q - 1))
         dev = self.device
-        R, prefix = (T, ctx) if mode == "decode" else (1, ctx)
+        R, prefix = (T // Q, ctx) if mode == "decode" else (1, ctx)
         mb = common.cdiv(prefix + (T if mode == "prefill" else 0), sp.block)
         ids = torch.full((Hkv, T, topk), -1, dtype=torch.int32)
         for t0 in range(0, T, 64):
-            pos0 = ctx - 1 if mode == "decode" else prefix + t0
+            pos0 = ctx - Q if mode == "decode" else prefix + t0
             shared = torch.randperm(max(pos0 // sp.block, 1), generator=g)[:topk - 1]
             for t in range(t0, min(t0 + 64, T)):
-                own = (ctx - 1 if mode == "decode" else prefix + t) // sp.block
-                row = torch.unique(torch.cat([torch.tensor([own]), shared]))[:topk]
+                pos = ctx - Q + t % Q if mode == "decode" else prefix + t
+                row = torch.unique(torch.cat([torch.tensor([pos // sp.block]), shared]))[:topk]
                 ids[:, t, :row.numel()] = row.to(torch.int32)
         # Only listed blocks are read: each request's listed blocks get distinct pages of a
         # cache that holds just them; its other table entries point anywhere in it.
-        listed = [torch.unique(ids[0, t if mode == "decode" else slice(None)])
-                  for t in range(R)]
+        listed = [torch.unique(ids[0, r * Q:(r + 1) * Q] if mode == "decode" else ids[0])
+                  for r in range(R)]
         listed = [b[b >= 0] for b in listed]
         pages = sum(b.numel() for b in listed) + 4
         table = torch.randint(0, pages, (R, mb), generator=g, dtype=torch.int32)
@@ -218,7 +219,7 @@ class GpuDevice:
         case.update(self._attn_scales(inputs.get("scales", "none"), kv, gd))
         if mode == "decode":
             case.update(seq_lens=torch.full((R,), ctx, dtype=torch.int32, device=dev),
-                        decode_query_len=1)
+                        decode_query_len=Q)
         else:
             case.update(cu_seqlens_q=torch.tensor([0, T], dtype=torch.int32, device=dev),
                         seq_lens=torch.tensor([prefix + T], dtype=torch.int32, device=dev),

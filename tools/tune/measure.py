@@ -241,12 +241,12 @@ class Run:
 
     # -- attention -----------------------------------------------------------------------
     def attention(self, programs=None):
-        for mode, inputs, programs, kv_heads in self.space.attn_points(programs):
+        for mode, inputs, programs, kv_heads, Q in self.space.attn_points(programs):
             sp = self.space
             table = "sparse_attn_" + mode
-            bucket = sp.attn_bucket(inputs, programs)
+            bucket = sp.attn_bucket(mode, inputs, programs, Q)
             self._plan(table, bucket)
-            label = sp.attn_rep_label(mode, inputs, programs, kv_heads)
+            label = sp.attn_rep_label(mode, inputs, programs, kv_heads, Q)
             if self.over_budget():
                 self.skipped.append(f"attention {label}: over budget")
                 continue
@@ -254,7 +254,7 @@ class Run:
                 t = time.time()
                 self.dev.release()
                 # all or none of a point's representatives: a bucket missing one keeps its row
-                points = self._attn_point(mode, inputs, programs, kv_heads, table, bucket,
+                points = self._attn_point(mode, inputs, programs, kv_heads, Q, table, bucket,
                                           label)
                 self.points.extend(points)
                 self._said("attention", label, len(points[0]["candidates"]), len(points), t)
@@ -262,16 +262,16 @@ class Run:
                 self.errors.append(f"attention {label}: {type(e).__name__}: {e}"[:400])
             self.progress()
 
-    def _attn_point(self, mode, inputs, programs, kv_heads, table, bucket, label) -> list:
+    def _attn_point(self, mode, inputs, programs, kv_heads, Q, table, bucket, label) -> list:
         """The point's candidates timed alone and, for decode grids of up to
         ATTN_STEP_MAX_PROGRAMS programs, inside sparse_decode_step (its programs start while
         the indexer's last ones run: a second representative of the bucket, "<label> step 8k",
         named by its context so that runs of another step context do not merge with it).
         Its inputs are freed on return."""
         sp, dev = self.space, self.dev
-        cands = sp.attn_candidates_at(mode, inputs, programs)
+        cands = sp.attn_candidates_at(mode, inputs, programs, Q)
         default = sp.default(table, bucket)
-        cases = [(label, dev.attn_case(mode, inputs, programs, kv_heads))]
+        cases = [(label, dev.attn_case(mode, inputs, programs, kv_heads, Q=Q))]
         if mode == "decode" and programs <= ATTN_STEP_MAX_PROGRAMS:
             cases.append((f"{label} step {ATTN_STEP_CONTEXT // 1024}k",
                           dev.attn_step_case(cases[0][1])))

@@ -108,10 +108,12 @@ class Space:
     ``groups``: the attention inputs of these GQA group sizes only (default all);
     ``kv_dtypes``: those of these cache dtypes only (default all), each DTYPE or
     DTYPE:SCALES (an fp8 cache's inputs with that scale mode instead of none); ``modes``:
-    the attention tables of these modes only (decode, prefill; default both)."""
+    the attention tables of these modes only (decode, prefill; default both); ``query_lens``:
+    decode attention at these query lengths only (among the representatives: 1, 4)."""
 
     def __init__(self, reg, target, sms: int, quick: bool = False, inputs: dict | None = None,
-                 near: bool = False, groups=None, kv_dtypes=None, modes=None):
+                 near: bool = False, groups=None, kv_dtypes=None, modes=None,
+                 query_lens=None):
         from specs import index_decode as decode_specs
 
         self.reg, self.target, self.sms, self.quick = reg, target, sms, quick
@@ -248,6 +250,15 @@ class Space:
                              (257, 512): (512,), (513, 1024): (1024,), (1025, 2048): (2048,),
                              (2049, None): (8192,)}
         self.attn_kv_heads = {16: (4, 1), 8: (1,)}  # the first: the layout labelled plainly
+        # decode query lengths: one token, or speculative decoding's 1 + draft tokens (Q 4
+        # represents 2..: at 32/2 R8 Q4 the launch chosen at Q 1 for its 64 programs ran 1.11×
+        # the one before it, 2026-12-05)
+        self.attn_q_buckets = {(1, 1): 1, (2, None): 4}
+        if set(query_lens or ()) - set(self.attn_q_buckets.values()):
+            raise ValueError(f"attention query lengths {sorted(query_lens)}: each one of "
+                             f"{sorted(self.attn_q_buckets.values())}")
+        self.attn_query_lens = tuple(Q for Q in self.attn_q_buckets.values()
+                                     if not query_lens or Q in query_lens)
 
     # -- router --------------------------------------------------------------------------------
     def router_buckets(self, shapes=None, tokens=None):
@@ -589,23 +600,29 @@ class Space:
 
     # -- attention -----------------------------------------------------------------------------
     def attn_points(self, programs=None) -> list:
-        """(mode, inputs, programs, KV heads) measured, largest first; ``programs``: those
-        representatives only (a bucket whose representatives are all left out keeps its row)."""
+        """(mode, inputs, programs, KV heads, Q) measured, largest first (prefill: Q 1, as it
+        has no query-length axis); ``programs``: those representatives only (a bucket whose
+        representatives are all left out keeps its row)."""
         reps = sorted((P for ps in self.attn_buckets.values() for P in ps), reverse=True)
         if self.quick:
             reps = [16, 2048]
         if programs:
             reps = [P for P in reps if P in programs]
-        # (P programs at h KV heads are P / h rows: no point where P < h)
-        return [(mode, i, P, h) for P in reps for mode in self.attn_modes
-                for i in self.attn_inputs
+        qs = {"decode": self.attn_query_lens, "prefill": (1,)}
+        # (P programs at h KV heads are P / h rows, at Q rows a request: no point where
+        # P < h · Q)
+        return [(mode, i, P, h, Q) for P in reps for mode in self.attn_modes
+                for Q in qs[mode] for i in self.attn_inputs
                 if i["group"] in self.attn_kv_heads for h in self.attn_kv_heads[i["group"]]
-                if h <= P]
+                if h * Q <= P]
 
-    def attn_bucket(self, inputs, programs) -> dict:
+    def attn_bucket(self, mode, inputs, programs, Q=1) -> dict:
+        """The bucket of a point: its inputs, its query-length bucket (decode) and programs."""
         b = next(b for b in self.attn_buckets
                  if b[0] <= programs and (b[1] is None or programs <= b[1]))
-        return {**inputs, "programs": b}
+        qb = {} if mode == "prefill" else {"query_len": next(
+            q for q in self.attn_q_buckets if q[0] <= Q and (q[1] is None or Q <= q[1]))}
+        return {**inputs, **qb, "programs": b}
 
     def attn_rebucketed(self, run: dict) -> dict:
         """``run`` with its attention points filed under the current program buckets: a run
@@ -614,23 +631,29 @@ class Space:
         before that field, the P of its label (`attn_rep_label`). A planned bucket becomes
         every current bucket its program range overlaps, so a machine that planned the old
         bucket but lost some of its points still counts as missing them."""
-        attn = set(ATTN_TABLES.values())
+        mode_of = {table: mode for mode, table in ATTN_TABLES.items()}
         points = []
         for point in run["points"]:
-            if point["table"] in attn:
+            if point["table"] in mode_of:
                 programs = point.get("programs") or int(
                     re.search(r" P(\d+)\b", point["rep"])[1])
-                inputs = {k: v for k, v in point["buckets"][0].items() if k != "programs"}
-                point = {**point, "buckets": [as_json(self.attn_bucket(inputs, programs))]}
+                Q = re.search(r" Q(\d+)\b", point["rep"])  # (no Q in the label: Q 1)
+                inputs = {k: v for k, v in point["buckets"][0].items()
+                          if k not in ("programs", "query_len")}
+                point = {**point, "buckets": [as_json(self.attn_bucket(
+                    mode_of[point["table"]], inputs, programs, int(Q[1]) if Q else 1))]}
             points.append(point)
         out = {**run, "points": points}
         if "planned" in run:
             planned = []
             for entry in run["planned"]:
                 news = [entry["bucket"]]
-                if entry["table"] in attn:
+                if entry["table"] in mode_of:
                     lo, hi = entry["bucket"]["programs"]
-                    news = [{**entry["bucket"], "programs": [b_lo, b_hi]}
+                    # (a run from before the query-length axis planned Q 1 buckets only)
+                    qb = {} if entry["table"] != ATTN_TABLES["decode"] else {
+                        "query_len": entry["bucket"].get("query_len", [1, 1])}
+                    news = [{**entry["bucket"], **qb, "programs": [b_lo, b_hi]}
                             for b_lo, b_hi in self.attn_buckets
                             if (hi is None or b_lo <= hi) and (b_hi is None or lo <= b_hi)]
                 for b in news:
@@ -639,16 +662,18 @@ class Space:
             out["planned"] = planned
         return out
 
-    def attn_rep_label(self, mode, inputs, programs, kv_heads) -> str:
+    def attn_rep_label(self, mode, inputs, programs, kv_heads, Q=1) -> str:
         """'decode G16 P64'; another head count than the group's first gets ' Hkv1' added,
-        another cache than bf16 its dtype (' fp8e4m3'), scales their mode (':per_token')."""
+        a decode query length other than 1 ' Q4', another cache than bf16 its dtype
+        (' fp8e4m3'), scales their mode (':per_token')."""
         plain = kv_heads == self.attn_kv_heads[inputs["group"]][0]
         scales = inputs.get("scales", "none")
         return (f"{mode} G{inputs['group']} P{programs}" + ("" if plain else f" Hkv{kv_heads}")
+                + ("" if Q == 1 else f" Q{Q}")
                 + ("" if inputs["kv_dtype"] == "bf16" else f" {inputs['kv_dtype']}")
                 + ("" if scales == "none" else f":{scales}"))
 
-    def attn_candidates_at(self, mode, inputs, programs) -> list:
+    def attn_candidates_at(self, mode, inputs, programs, Q=1) -> list:
         """Split counts 1..16 × (warps, stages) with whole-block steps; up to 512 programs
         also 64-key steps at 2, 3 and 4 stages (more of a row's bytes in flight for small
         grids) and a merge kernel at 4, 8 and 16 splits (G heads in one or two programs); up
@@ -708,7 +733,7 @@ class Space:
                                if p["sorted_union"] and p["num_stages"] > 1]
                               if self.tma and not self.quick else [])
         table = ATTN_TABLES[mode]
-        return self._with_anchors(cands, table, self.attn_bucket(inputs, programs))
+        return self._with_anchors(cands, table, self.attn_bucket(mode, inputs, programs, Q))
 
     # -- rows of the tables ----------------------------------------------------------------
     def point(self, table, bucket, hardware) -> tuple:

@@ -82,12 +82,13 @@ def warm_groups(space, sections, shapes=None, contexts=None, requests=None,
         # the same kernels. Chunks of ATTN_CHUNK tasks, in point order (a worker builds a
         # point's inputs once per chunk), spread the compiles over the workers.
         tasks = {}
-        for mode, inputs, P, H in sorted(space.attn_points(programs), key=lambda p: p[2]):
+        # (nor its query length: decode_query_len is not specialised either)
+        for mode, inputs, P, H, Q in sorted(space.attn_points(programs), key=lambda p: p[2]):
             step = mode == "decode" and P <= ATTN_STEP_MAX_PROGRAMS
-            for variant, params in space.attn_candidates_at(mode, inputs, P):
+            for variant, params in space.attn_candidates_at(mode, inputs, P, Q):
                 tasks.setdefault((mode, repr(sorted(inputs.items())), step, variant,
                                   repr(params)),
-                                 ("attention", mode, inputs, P, H, variant, params))
+                                 ("attention", mode, inputs, P, H, Q, variant, params))
         ordered = list(tasks.values())
         for i in range(0, len(ordered), ATTN_CHUNK):
             for n, task in enumerate(ordered[i:i + ATTN_CHUNK]):
@@ -118,11 +119,11 @@ def _worker(args):
                     cache[("w", shape)] = dev.router_weight(*shape)
                 dev.router_call(dev.router_case(cache[("w", shape)], m, dt), kernel, params)()
             elif task[0] == "attention":
-                _, mode, inputs, P, H, variant, params = task
-                key = ("a", mode, repr(sorted(inputs.items())), P, H)
+                _, mode, inputs, P, H, Q, variant, params = task
+                key = ("a", mode, repr(sorted(inputs.items())), P, H, Q)
                 if key not in cache:
                     cache.clear()
-                    cache[key] = dev.attn_case(mode, inputs, P, H)
+                    cache[key] = dev.attn_case(mode, inputs, P, H, Q=Q)
                 dev.attn_call(cache[key], variant, params)()
                 if mode == "decode" and P <= ATTN_STEP_MAX_PROGRAMS:  # also inside the step
                     step = key + ("step",)

@@ -113,19 +113,24 @@ def add_prefill_rows(data: dict, space) -> None:
 
 
 def add_attention_rows(data: dict, space, measured: dict) -> None:
-    """Rows over the programs axis for the inputs ``measured`` (table → the inputs measured
-    there) that the data has none for yet in that table: what the target launches there now
+    """Rows over the programs axis (decode: for each query-length bucket) for the inputs
+    ``measured`` (table → the inputs measured there) that the data has none for yet in that
+    table: what the target launches there now
     (for an fp8 scale mode tuned for the first time, the rows it took until then:
     `specs.sparse_attn.MEASURED_AS`), so only the chosen rows change a launch. No other
     input gets rows: one without rows of its own keeps following MEASURED_AS, and so the rows
     it follows as they are re-chosen."""
     now = space.target.name if space.measured_here else "generic"
     for table, inputs_measured in measured.items():
+        # decode rows are by query length too: a group of rows for each of its buckets
+        query_lens = space.attn_q_buckets if table == ATTN_TABLES["decode"] else (None,)
         for inputs in inputs_measured:
             if any(all(row[a] == inputs[a] for a in inputs) for row in data[table]):
                 continue
-            data[table] += _default_rows(space, table, dict(inputs), "programs", 1, None,
-                                         hardware=now)
+            for qb in query_lens:
+                group = dict(inputs) if qb is None else {**inputs, "query_len": qb}
+                data[table] += _default_rows(space, table, group, "programs", 1, None,
+                                             hardware=now)
 
 
 def _clipped(row: dict, axis: str, lo: int, hi) -> dict:
