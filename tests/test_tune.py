@@ -1183,6 +1183,39 @@ def test_a_tune_keeps_the_runs_it_names_while_a_row_cites_one_of_them():
     assert set(data["provenance"]["runs"]) == {"a", "b"}
 
 
+def test_gpu_device_builds_requests_of_q_rows(reg):
+    """kernels.GpuDevice's Q 4 decode case on the CPU interpreter (tiny): P / Hkv rows are
+    requests of four rows at the context's last four tokens, whose lists share all blocks but
+    each token's own; a request's listed blocks have pages of their own; alone and inside the
+    step two launches agree within the tuner's check; at Q 1 each row is a request."""
+    import torch
+
+    from tools.tune.kernels import GpuDevice
+
+    space = Space(reg, reg.hardware["sm_90"], sms=132)
+    dev = GpuDevice(space, device="cpu")
+    inputs = {**next(i for i in space.attn_inputs if i["group"] == 16), "head_dim": 64}
+    case = dev.attn_case("decode", inputs, 8, 1, Q=4, ctx=1000, topk=4)
+    assert case["decode_query_len"] == 4 and case["seq_lens"].tolist() == [1000, 1000]
+    ids, table = case["topk_idx"][0], case["block_table"]
+    assert ids.shape == (8, 4)
+    for r in range(2):
+        rows = ids[4 * r:4 * r + 4]
+        own = [(1000 - 4 + j) // 128 for j in range(4)]  # tokens 996..999: block 7
+        assert all(o in row.tolist() for o, row in zip(own, rows))
+        listed = torch.unique(rows[rows >= 0])
+        assert torch.unique(table[r, listed.long()]).numel() == listed.numel()
+    launch = dict(kv_tile=128, head_split=1, merge_kernel=False, num_warps=4, num_stages=2)
+    for c in (case, dev.attn_step_case(case)):
+        ref = dev.attn_reference(c, dev.attn_call(c, "sparse_attn_split",
+                                                  dict(splits=2, **launch)))
+        assert bool(torch.isfinite(ref).all())
+        assert dev.attn_problem(c, ref, dev.attn_call(c, "sparse_attn_split",
+                                                      dict(splits=1, **launch))) is None
+    one = dev.attn_case("decode", inputs, 8, 1, ctx=1000, topk=4)
+    assert one["decode_query_len"] == 1 and one["seq_lens"].numel() == 8
+
+
 def test_gpu_device_times_attention_inside_the_step(reg, monkeypatch):
     """kernels.GpuDevice's step representative on the CPU interpreter (tiny): the step case
     runs sparse_decode_step with the launch given, over a cache whose every block has a page
