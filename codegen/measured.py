@@ -44,7 +44,9 @@ representative (``"M8 fp32"``, ``"R64 Q1 mb1024"``) to its µs per run label; ev
 described in ``provenance.runs`` (one process on one machine in one state), and every tune
 (one choice over several runs, for the router, decode, prefill and/or attention section) in
 ``provenance.tunes``. A row a later tune cut (a narrower bucket measured inside it) keeps the
-bucket it was measured for in ``measured.bucket``.
+bucket it was measured for in ``measured.bucket``; a decode row whose measurements were taken
+at other query lengths than its own (Q ≥ 2 rows holding what was chosen at Q 1) names those in
+``measured.query_len``.
 
 Loading checks the structure and the rows' tiling and turns every row into a :class:`Row`
 whose ``loc`` is ``file:line (table row target: bucket)``; specs build dispatch rules from the
@@ -85,12 +87,14 @@ class Layout:
     rows of a group tile), the key naming the kernel/variant, and the value axes with their
     kind (VALUE_KINDS: a value such as the router weight shape or the query dtype rather than
     an inclusive range). Whether a value is in its policy axis' domain is checked by the
-    policy, at the row's location."""
+    policy, at the row's location. ``spans``: group range axes whose ranges, over the rows of
+    one set of values, must tile [lo, unbounded) (axis → lo)."""
 
     axes: tuple
     choice: str
     values: dict = attrs.field(factory=dict)
     open_ended: bool = True  # a group's last row is unbounded (False: it ends at a cap)
+    spans: dict = attrs.field(factory=dict)
 
     @property
     def group(self) -> tuple:
@@ -128,7 +132,7 @@ TABLES = {
     # sparse attention (docs/KERNELS.md §15): keyed by its inputs, over (row · KV head) programs;
     # decode by its query length too (decode_query_len: each request's rows are as many)
     "sparse_attn_decode": Layout(ATTN_INPUTS + ("query_len", "programs"), "variant",
-                                 values=ATTN_INPUT_KINDS),
+                                 values=ATTN_INPUT_KINDS, spans={"query_len": 1}),
     "sparse_attn_prefill": Layout(ATTN_INPUTS + ("programs",), "variant",
                                   values=ATTN_INPUT_KINDS),
 }
@@ -384,33 +388,48 @@ def _check_row(f: _File, table: str, index: int, row, runs: dict) -> Row:
 def _check_tiling(f: _File, rows: list) -> None:
     """Within a group (the same values of every axis but the last), the rows' last-axis ranges
     start at 1 and follow each other without gap or overlap, the last one unbounded where the
-    table's layout is open-ended."""
+    table's layout is open-ended; the ranges of a span axis (Layout.spans) over the rows of one
+    set of values tile [lo, unbounded) likewise."""
     groups: dict = {}
+    spans: dict = {}
     for row in rows:
         layout = TABLES[row.table]
         groups.setdefault(tuple(row.when[a] for a in layout.group), []).append(row)
+        for axis in layout.spans:
+            by_range = spans.setdefault((axis, tuple(row.when[a] for a in layout.values)), {})
+            by_range.setdefault(row.when[axis], row)  # one row of each range, to report at
     for members in groups.values():
         layout = TABLES[members[0].table]
-        axis = layout.bucket
-        ordered = sorted(members, key=lambda r: r.when[axis][0])
-        first, last = ordered[0], ordered[-1]
-        if first.when[axis][0] != 1:
-            f.fail(first.loc.line, axis, f"the first row of its group must start at {axis} 1 "
-                                         f"(got {_fmt_range(*first.when[axis])})", first.loc.row)
-        if layout.open_ended and last.when[axis][1] is not None:
-            f.fail(last.loc.line, axis, f"the last row of its group must be unbounded "
-                                        f"([{last.when[axis][0]}, null]; got "
-                                        f"{_fmt_range(*last.when[axis])})", last.loc.row)
-        for a, b in zip(ordered, ordered[1:]):
-            (alo, ahi), (blo, bhi) = a.when[axis], b.when[axis]
-            if ahi is None or ahi >= blo:
-                f.fail(b.loc.line, axis, f"{axis} {_fmt_range(blo, bhi)} overlaps the row at "
-                                         f"line {a.loc.line} ({axis} {_fmt_range(alo, ahi)})",
-                       b.loc.row)
-            if ahi + 1 != blo:
-                f.fail(b.loc.line, axis, f"gap: {axis} {ahi + 1}..{blo - 1} between this row and "
-                                         f"the row at line {a.loc.line} is covered by no row",
-                       b.loc.row)
+        _check_span(f, layout.bucket, members, 1, layout.open_ended, "its group")
+    for (axis, _), by_range in spans.items():
+        members = list(by_range.values())
+        lo = TABLES[members[0].table].spans[axis]
+        _check_span(f, axis, members, lo, True, "its inputs' rows")
+
+
+def _check_span(f: _File, axis: str, members: list, lo: int, open_ended: bool,
+                whose: str) -> None:
+    """``members``' ranges of ``axis`` start at ``lo`` and follow each other without gap or
+    overlap, the last one unbounded where ``open_ended``."""
+    ordered = sorted(members, key=lambda r: r.when[axis][0])
+    first, last = ordered[0], ordered[-1]
+    if first.when[axis][0] != lo:
+        f.fail(first.loc.line, axis, f"the first row of {whose} must start at {axis} {lo} "
+                                     f"(got {_fmt_range(*first.when[axis])})", first.loc.row)
+    if open_ended and last.when[axis][1] is not None:
+        f.fail(last.loc.line, axis, f"the last row of {whose} must be unbounded "
+                                    f"([{last.when[axis][0]}, null]; got "
+                                    f"{_fmt_range(*last.when[axis])})", last.loc.row)
+    for a, b in zip(ordered, ordered[1:]):
+        (alo, ahi), (blo, bhi) = a.when[axis], b.when[axis]
+        if ahi is None or ahi >= blo:
+            f.fail(b.loc.line, axis, f"{axis} {_fmt_range(blo, bhi)} overlaps the row at "
+                                     f"line {a.loc.line} ({axis} {_fmt_range(alo, ahi)})",
+                   b.loc.row)
+        if ahi + 1 != blo:
+            f.fail(b.loc.line, axis, f"gap: {axis} {ahi + 1}..{blo - 1} between this row and "
+                                     f"the row at line {a.loc.line} is covered by no row",
+                   b.loc.row)
 
 
 def loads(text: str, path: str) -> MeasuredTarget:

@@ -3,8 +3,8 @@
 Variants: the split-K attention kernel (its last split merges, or a merge kernel), the
 query-tiled prefill kernel and the host entries.
 Policies: `sparse_attn_decode` and `sparse_attn_prefill` pick the KV splits and launch options
-from hardware, query / KV dtypes, scale mode, group size G = Hq / Hkv, head_dim and the number
-of (row, KV head) programs. gfx950 and generic take portable rows (upstream publishes no
+from hardware, query / KV dtypes, scale mode, group size G = Hq / Hkv, head_dim, the number
+of (row, KV head) programs and (decode) the query length. gfx950 and generic take portable rows (upstream publishes no
 gfx950 table for these kernels); a measured target (sm_90) takes its data file's rows for the
 inputs they cover (tools/tune's attention section) and the declared rows elsewhere.
 """

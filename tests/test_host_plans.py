@@ -184,6 +184,19 @@ def test_warmup_reaches_every_attention_row_class(monkeypatch):
                                       ("prefill", "bf16", "bf16", "none", 8, 128)}
     programs = {c[6] for c in calls if c[0] == "prefill"}
     assert 2048 in programs and 1 in programs  # the tiled rows and the per-token ones
+    # every decode row of each input called, at each query length (the Q ≥ 2 rows too), is
+    # the row of one call
+    from generated.dispatch import SPARSE_ATTN_DECODE as table
+    names = ("mode", "q_dtype", "kv_dtype", "scales", "group", "head_dim")
+    for inputs in {c[:6] for c in calls if c[0] == "decode"}:
+        key = dict(zip(names[1:], inputs[1:]), hardware="sm_90")
+        reached = {table.lookup(*table.point(**key, programs=-(-P // Q) * Q, query_len=Q)).index
+                   for *_, P, Q in (c for c in calls if c[:6] == inputs)}
+        rows = {row.index for row in table.rows if row.variant is not None and all(
+            cond is None or key[axis] in cond for axis, cond in zip(table.axes, row.conds)
+            if axis in key)}
+        assert reached == rows and len(rows) > 2, (inputs, sorted(rows - reached))
+    assert {c[7] for c in calls if c[0] == "decode"} == {1, 2}
     # a device with programmatic launches: also sparse_decode_step's attention and indexer
     steps, decodes = [], []
     monkeypatch.setattr(precompile._rt, "programmatic_launch", lambda device: True)
@@ -212,7 +225,7 @@ def test_table_first_holds_one_size_for_every_width(monkeypatch):
     widest = sk.TABLE_FIRST_MAX
     assert {sk.table_held(w) for w in range(1, widest + 1)} == {widest}
     assert sk.table_held(0) == sk.table_held(widest + 1) == 0
-    point = ("decode", "bf16", "bf16", "none", 16, 128, 1)
+    point = ("decode", "bf16", "bf16", "none", 16, 128, 1, 1)
     launch = sa.explain_sparse_attn("decode", "sm_90", torch.bfloat16, torch.bfloat16, "none",
                                     16, 128, 1)
     assert launch["table_first"]  # (a point whose sm_90 launch holds the table)

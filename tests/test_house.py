@@ -94,10 +94,11 @@ def _decisions():
         for (k, n), (_, cap) in generated.ROUTER_GEMM_LIMITS.items():
             for x in ("bf16", "fp32"):
                 out += [generated.explain_router_gemm(k, n, m, hw, x) for m in (1, 4, cap)]
-        for mode, programs in (("decode", 1), ("decode", 64), ("prefill", 512)):
+        for mode, programs, Q in (("decode", 1, 1), ("decode", 64, 1), ("decode", 64, 4),
+                                  ("prefill", 512, None)):
             for group in (8, 16):
                 out.append(generated.explain_sparse_attn(mode, hw, "bf16", "bf16", "none",
-                                                         group, 128, programs))
+                                                         group, 128, programs, Q))
     return out
 
 

@@ -298,6 +298,34 @@ FIRST_ROUTER = re.search(r'\{"shape": \[\d+, \d+\], "x_dtype": "\w+", "num_token
 ROUTER_LABEL = re.search(r'"shape": \[(\d+), (\d+)\], "x_dtype": "(\w+)"', FIRST_ROUTER).groups()
 
 
+@pytest.mark.parametrize("change, rule", [
+    ("drop", "the last row of its inputs' rows must be unbounded ([1, null]; got 1)"),
+    ("widen", "overlaps the row at line"),
+])
+def test_decode_query_lengths_tile_each_inputs_rows(change, rule):
+    """One input's decode rows must cover every query length: without its Q ≥ 2 rows, or with
+    those widened to overlap its Q 1 rows, the file fails to load at a row of that input (its
+    groups still tile their programs each), naming query_len."""
+    data = measured.read(SM90)
+    g16 = dict(q_dtype="bf16", kv_dtype="bf16", scales="none", group=16, head_dim=128)
+    mine = [r for r in data["sparse_attn_decode"] if all(r[k] == v for k, v in g16.items())]
+    assert {json.dumps(r["query_len"]) for r in mine} == {"[1, 1]", "[2, null]"}
+    for row in [r for r in mine if r["query_len"] == [2, None]]:
+        if change == "drop":
+            data["sparse_attn_decode"].remove(row)
+        else:
+            row["query_len"] = [1, None]
+    bad = measured.dumps(data)
+    with pytest.raises(SpecError) as info:
+        measured.loads(bad, SM90)
+    message = str(info.value)
+    assert "field 'query_len'" in message and rule in message, message
+    assert "sparse_attn_decode row sm_90: q_dtype bf16, kv_dtype bf16, scales none, " \
+        "group 16, head_dim 128, query_len" in message, message
+    line = int(message.split(":", 2)[1].split()[0])
+    assert '"group": 16' in bad.splitlines()[line - 1], message
+
+
 @pytest.mark.parametrize("old, new, at, label, field, rule", [
     ('  "format": "kspec-measured-target/5",\n',
      '  "format": "kspec-measured-target/5",\n  "colour": 1,\n', '"colour"', "", "colour",

@@ -623,6 +623,7 @@ def test_launch_compare_restore_from_a_file_without_query_lengths():
     back = lc.row_for(data[table], point)
     assert back["params"] == was["params"] and back["query_len"] == [2, None]
     assert back["programs"] == now["programs"] and "bucket" not in back["measured"]
+    assert back["measured"]["query_len"] == [1, 1]  # what its measurements were taken at
     assert lc.row_for(data[table], {**point, "query_len": 1}) == \
         lc.row_for(fresh[table], {**point, "query_len": 1})
 

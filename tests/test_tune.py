@@ -775,6 +775,39 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
     assert "specs/sparse_attn.py" in str(rule.loc)
 
 
+def test_attention_runs_from_before_query_lengths_are_chosen_as_q1_runs(sm90):
+    """Runs written before decode rows were by query length (Q 1 points only, no query_len in
+    their buckets, points or planned buckets) are chosen as Q 1 runs: the same Q 1 rows as runs
+    of now, no Q ≥ 2 row; with Q 4 runs of two other machines (`--query-lens 4`) beside them,
+    every row a run of now gives."""
+    space = Space(sm90.reg, sm90.target, sms=132, modes=["decode"])
+    runs = [fake_run(space, FakeDevice(), {"attention"}, machine=m) for m in ("GPU-a", "GPU-b")]
+
+    def strip(bucket):
+        return {k: v for k, v in bucket.items() if k != "query_len"}
+    old_runs = []
+    for run in runs:
+        old = json.loads(json.dumps(run))
+        old["points"] = [{**{k: v for k, v in p.items() if k != "query_len"},
+                          "buckets": [strip(b) for b in p["buckets"]]}
+                         for p in old["points"] if p["buckets"][0]["query_len"] == [1, 1]]
+        old["planned"] = [{**e, "bucket": strip(e["bucket"])} for e in old["planned"]
+                          if e["bucket"]["query_len"] == [1, 1]]
+        old_runs.append(old)
+    q4 = Space(sm90.reg, sm90.target, sms=132, modes=["decode"], query_lens=[4])
+    q4_runs = [fake_run(q4, FakeDevice(), {"attention"}, machine=m) for m in ("GPU-c", "GPU-d")]
+
+    def chosen(rows):
+        return sorted(json.dumps([r["table"], {k: r[k] for k in r if k in (
+            "q_dtype", "kv_dtype", "scales", "group", "head_dim", "query_len", "programs")},
+            r["variant"], r["params"]], sort_keys=True) for r in rows)
+    now, _, _ = choose.choose(runs, space)
+    assert {json.dumps(r["query_len"]) for r in now} == {"[1, 1]", "[2, null]"}
+    q1 = [r for r in now if r["query_len"] == [1, 1]]
+    assert chosen(choose.choose(old_runs, space)[0]) == chosen(q1)
+    assert chosen(choose.choose(old_runs + q4_runs, space)[0]) == chosen(now)
+
+
 def test_attention_runs_measured_before_a_bucket_edge_moved_are_chosen_as_now(sm90):
     """A run whose attention points were filed under a bucket since split (9–32, before
     9–16 and 17–32), without the points' ``programs`` field, is re-filed by the P of each

@@ -419,6 +419,8 @@ def restore(results: list, data: dict, old: dict, margin: float, say,
         bucket = measured.TABLES[table].bucket  # the axis a group's rows tile
         if before[bucket] != current[bucket] and "bucket" not in measurements:
             measurements["bucket"] = before[bucket]  # the range they were taken for
+        if "query_len" not in before and current.get("query_len", [1, 1]) != [1, 1]:
+            measurements.setdefault("query_len", [1, 1])  # (older files: measured at Q 1)
         before = {**before, **{a: current[a] for a in axes}, **launch,
                   "measured": measurements}
         data[table][data[table].index(current)] = before

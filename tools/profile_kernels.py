@@ -136,7 +136,7 @@ def profile_attention(torch, generated, rows, launch=None, device="cuda"):
         out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
         table = generated.explain_sparse_attn("decode", common.detected_hardware(device != "cuda"),
                                               "bf16", "bf16", "none", Hq // Hkv,
-                                              bench_attn.D, R * Q * Hkv)
+                                              bench_attn.D, R * Q * Hkv, Q)
         print(f"attention {Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}: {table}", flush=True)
         for _ in range(2):
             generated.sparse_attn_decode(**case, output=out)

@@ -282,7 +282,8 @@ class Run:
                                lambda k, fn, case=case, ref=ref: dev.attn_problem(case, ref, fn),
                                self.rounds, self.per_round)
             points.append({"table": table, "buckets": [as_json(bucket)], "rep": rep,
-                           "programs": programs, "candidates": [{**_record("variant", *c), **got[i]}
+                           "programs": programs, **({"query_len": Q} if mode == "decode" else {}),
+                           "candidates": [{**_record("variant", *c), **got[i]}
                                           for i, c in enumerate(cands)]})
         return points
 

@@ -625,23 +625,26 @@ class Space:
         return {**inputs, **qb, "programs": b}
 
     def attn_rebucketed(self, run: dict) -> dict:
-        """``run`` with its attention points filed under the current program buckets: a run
-        measured before a bucket edge moved (9–32 became 9–16 and 17–32) is chosen as if
-        measured now. A point's program count is its ``programs`` field, or in runs written
-        before that field, the P of its label (`attn_rep_label`). A planned bucket becomes
-        every current bucket its program range overlaps, so a machine that planned the old
-        bucket but lost some of its points still counts as missing them."""
+        """``run`` with its attention points filed under the current program and query-length
+        buckets: a run measured before a bucket edge moved (9–32 became 9–16 and 17–32), or
+        before decode rows were by query length (its points and planned buckets were all Q 1),
+        is chosen as if measured now. A point's program count and query length are its
+        ``programs`` and ``query_len`` fields, or in runs written before those, its label's P
+        and Q (`attn_rep_label`; no Q: 1). A planned bucket becomes every current bucket its
+        program range overlaps, so a machine that planned the old bucket but lost some of its
+        points still counts as missing them."""
         mode_of = {table: mode for mode, table in ATTN_TABLES.items()}
         points = []
         for point in run["points"]:
             if point["table"] in mode_of:
                 programs = point.get("programs") or int(
                     re.search(r" P(\d+)\b", point["rep"])[1])
-                Q = re.search(r" Q(\d+)\b", point["rep"])  # (no Q in the label: Q 1)
+                Q = point.get("query_len") or int(  # (runs from before the field: the label's
+                    (re.search(r" Q(\d+)\b", point["rep"]) or [None, 1])[1])  # Q, or none: 1)
                 inputs = {k: v for k, v in point["buckets"][0].items()
                           if k not in ("programs", "query_len")}
                 point = {**point, "buckets": [as_json(self.attn_bucket(
-                    mode_of[point["table"]], inputs, programs, int(Q[1]) if Q else 1))]}
+                    mode_of[point["table"]], inputs, programs, Q))]}
             points.append(point)
         out = {**run, "points": points}
         if "planned" in run:

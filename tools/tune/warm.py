@@ -82,7 +82,8 @@ def warm_groups(space, sections, shapes=None, contexts=None, requests=None,
         # the same kernels. Chunks of ATTN_CHUNK tasks, in point order (a worker builds a
         # point's inputs once per chunk), spread the compiles over the workers.
         tasks = {}
-        # (nor its query length: decode_query_len is not specialised either)
+        # (nor its query length: the attention does not specialise decode_query_len; the
+        # step's indexer does, and compiles in the settle round of its first Q 4 point)
         for mode, inputs, P, H, Q in sorted(space.attn_points(programs), key=lambda p: p[2]):
             step = mode == "decode" and P <= ATTN_STEP_MAX_PROGRAMS
             for variant, params in space.attn_candidates_at(mode, inputs, P, Q):
