@@ -232,41 +232,80 @@ PREFILL_RULES = [*declared_prefill_rules(PORTABLE),
 # fp16 and unscaled fp8 caches) then ran up to 6.1 % slower than launched plainly after the
 # indexer, at 77 of 78 rows measured, the other a tie (tools/step_study.py, docs/results/
 # 2026-12-04_h200_step_pdl_*.json). Capped at two per SM it was faster than both at every row
-# measured, each input on two H200s or more (0.3-7.1 µs under the faster of the two), with the
-# launches these inputs had then (tests hold the table to those results and launches: a
-# re-tune that changes them needs the study again). Scaled fp8 caches hold at most two by registers (201-213) and are left
-# uncapped, as are 1-128 programs (at 128 the cap was 3 µs slower on one of two H200s) and
-# 257-1024 (a 512-program fp8 launch 11 % slower capped), other inputs and other targets.
+# measured (Q 1 and Q 4), each input on two H200s or more (0.3-7.1 µs under the faster of the
+# two), with the launches below, the decode table's then. The cap is a fact about an input's
+# launch: the step caps where the decode table still gives that launch, and a re-tune that
+# changes it leaves those points uncapped until the study measures the new launch. Scaled fp8
+# caches hold at most two by registers (201-213) and are left uncapped, as are 1-128 programs
+# (at 128 the cap was 3 µs slower on one of two H200s) and 257-1024 (a 512-program fp8 launch
+# 11 % slower capped), other inputs and other targets.
+STUDIED_LAUNCH = dict(splits=1, kv_tile=BLOCK, head_split=1, merge_kernel=False, tma=False,
+                      table_first=False, num_warps=4)
 STEP_CAPPED = {"sm_90": (between(129, 256), 2, tuple(
     (dict(q_dtype=q, kv_dtype=kv, scales="none", group=group, head_dim=128),
-     dict(splits=1, num_warps=4, num_stages=stages))
+     dict(STUDIED_LAUNCH, num_stages=stages))
     for q, kv, stages in (("bf16", "bf16", 2), ("fp16", "fp16", 2), ("bf16", "fp8e4m3", 3),
                           ("bf16", "fp8e5m2", 3))
     for group in (16, 8)))}
 
 
+def _meet(span, cut):
+    """The part of ``span`` (lo, hi; hi None: unbounded) within the Between ``cut``, or None."""
+    lo, hi = max(span[0], cut.lo), cut.hi if span[1] is None else min(span[1], cut.hi)
+    return between(lo, hi) if lo <= hi else None
+
+
+def step_cap_rules(target, programs, per_sm, measured):
+    """One measured target's step rules for the inputs the study measured, per query-length
+    bucket of the input's decode rows: uncapped below and above ``programs``; within it, each
+    decode row's part capped at ``per_sm`` where the row gives the input's studied launch."""
+    decode = target.rows("sparse_attn_decode")
+    have = inputs_with_rows(decode)
+    rules = []
+    for inputs, launch in measured:
+        source = measured_as(inputs, have)
+        rows = [r for r in decode if r.values() == source] if source else []
+        if not rows:  # the declared launches, which the study did not time
+            rules.append(Rule(when={"hardware": target.name, **inputs}, variant="sparse_attn",
+                              params=dict(attention_per_sm=0),
+                              note="uncapped (no measured decode rows)"))
+            continue
+        for q in dict.fromkeys(r.when["query_len"] for r in rows):
+            when = {"hardware": target.name, **inputs, "query_len": Between(*q)}
+            rules += [Rule(when=dict(when, programs=span), variant="sparse_attn",
+                           params=dict(attention_per_sm=0), note="uncapped")
+                      for span in (between(1, programs.lo - 1), at_least(programs.hi + 1))]
+            for row in rows:
+                span = _meet(row.when["programs"], programs) if row.when["query_len"] == q \
+                    else None
+                if span is None:
+                    continue
+                studied = row.choice == "sparse_attn_split" and row.params == launch
+                rules.append(Rule(
+                    when=dict(when, programs=span), variant="sparse_attn",
+                    params=dict(attention_per_sm=per_sm if studied else 0), loc=row.loc,
+                    note=("capped: measured faster at the decode row's launch" if studied else
+                          "uncapped: the decode row's launch is not the one measured")
+                    + f" ({_span(row)})"))
+    return rules
+
+
 def step_rules():
     """`sparse_decode_step`'s attention: as many programs per SM as fit, except on a measured
-    target of STEP_CAPPED at its programs for its inputs."""
+    target of STEP_CAPPED at its programs for its inputs while their decode launch is the
+    one measured."""
     rules = [Rule(when={"hardware": PORTABLE}, variant="sparse_attn",
                   params=dict(attention_per_sm=0), note="uncapped (not measured)")]
-    for hw in TARGETS:
+    for hw, target in TARGETS.items():
         if hw not in STEP_CAPPED:  # a measured target the study has not run on
             rules.append(Rule(when={"hardware": hw}, variant="sparse_attn",
                               params=dict(attention_per_sm=0), note="uncapped (not measured)"))
             continue
         programs, per_sm, measured = STEP_CAPPED[hw]
-        inputs = [i for i, _ in measured]
-        for p in inputs:
-            for when, cap, note in (
-                    ({"programs": between(1, programs.lo - 1)}, 0, "uncapped"),
-                    ({"programs": programs}, per_sm, "capped: measured faster"),
-                    ({"programs": at_least(programs.hi + 1)}, 0, "uncapped")):
-                rules.append(Rule(when={"hardware": hw, **p, **when}, variant="sparse_attn",
-                                  params=dict(attention_per_sm=cap), note=note))
+        rules += step_cap_rules(target, programs, per_sm, measured)
         rules += [Rule(when=w, variant="sparse_attn", params=dict(attention_per_sm=0),
                        note="uncapped (as measured, or not measured)")
-                  for w in elsewhere({"hardware": hw}, inputs, ATTN_DOMAINS)]
+                  for w in elsewhere({"hardware": hw}, [i for i, _ in measured], ATTN_DOMAINS)]
     return rules
 
 

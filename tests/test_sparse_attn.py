@@ -1316,31 +1316,39 @@ def _small_step_args(seed):
     return args, R * Q, topk
 
 
-def _step_point_cap(hw, q, kv, scales, group, head_dim, programs):
-    """The step table's cap at a point, the same at every query length (the study timed Q 1
-    and Q 4 rows: STEP_CAPPED is not by Q)."""
+def _step_point_cap(hw, q, kv, scales, group, head_dim, programs, Q=1):
+    """The step table's cap at a point."""
     from generated.dispatch import SPARSE_DECODE_STEP as table
-    caps = {table.lookup(*table.point(hardware=hw, q_dtype=q, kv_dtype=kv, scales=scales,
-                                      group=group, head_dim=head_dim, query_len=Q,
-                                      programs=programs)).params["attention_per_sm"]
-            for Q in (1, 2, 8)}
-    assert len(caps) == 1, (hw, q, kv, scales, group, head_dim, programs, caps)
-    return caps.pop()
+    return table.lookup(*table.point(hardware=hw, q_dtype=q, kv_dtype=kv, scales=scales,
+                                     group=group, head_dim=head_dim, query_len=Q,
+                                     programs=programs)).params["attention_per_sm"]
+
+
+def _studied(inputs, launch, Q, programs) -> bool:
+    """Whether the sm_90 decode table gives ``inputs`` at (Q, programs) the studied launch."""
+    row = sa._row("decode", "sm_90", dict(inputs, query_len=Q, programs=programs))
+    return row.variant == sa.SPLIT and dict(row.params) == launch
 
 
 def test_decode_step_table_caps_the_attention_only_where_measured_faster():
     """sparse_decode_step's table (specs STEP_CAPPED): on sm_90 at most two of the attention's
-    programs share an SM at STEP_CAPPED's programs for its measured inputs only; as many as fit
-    at every other point and on every other target."""
+    programs share an SM at STEP_CAPPED's programs, for its measured inputs, exactly where the
+    decode table gives the input the launch the study measured (at every query length); as
+    many as fit at every other point and on every other target."""
     from specs.sparse_attn import STEP_CAPPED
 
     programs, per_sm, measured = STEP_CAPPED["sm_90"]
     around = (1, programs.lo - 1, programs.lo, (programs.lo + programs.hi) // 2, programs.hi,
               programs.hi + 1, 65536)
     assert measured and per_sm == 2
-    for inputs, _ in measured:
-        got = [_step_point_cap("sm_90", *inputs.values(), p) for p in around]
-        assert got == [0, 0, 2, 2, 2, 0, 0], inputs
+    capped = 0
+    for (inputs, launch), Q in itertools.product(measured, (1, 2, 8)):
+        got = [_step_point_cap("sm_90", *inputs.values(), p, Q) for p in around]
+        want = [per_sm if programs.lo <= p <= programs.hi and _studied(inputs, launch, Q, p)
+                else 0 for p in around]
+        assert got == want, (inputs, Q)
+        capped += sum(map(bool, got))
+    assert capped  # the tables as checked in give the studied launches somewhere
     # scaled fp8 caches (at most two per SM by registers), inputs not measured (an fp16 q over
     # fp8, mixed 16-bit types, other groups and head dims, an fp32 q), other targets
     for point in (("sm_90", "bf16", "fp8e4m3", "per_token", 16, 128),
@@ -1353,21 +1361,49 @@ def test_decode_step_table_caps_the_attention_only_where_measured_faster():
                   ("sm_90", "fp32", "bf16", "none", 16, 128),
                   ("generic", "bf16", "bf16", "none", 16, 128),
                   ("gfx950", "bf16", "fp8e4m3", "none", 8, 128)):
-        assert not any(_step_point_cap(*point, p) for p in around), point
+        assert not any(_step_point_cap(*point, p, Q) for p in around for Q in (1, 4)), point
 
 
-def test_decode_step_capped_launches_are_the_ones_the_study_measured():
-    """STEP_CAPPED holds each input's decode launch of its programs as the study measured it:
-    the sm_90 decode table must still give it at every end of the range (a re-tune that
-    changes it needs tools/step_study.py again, and STEP_CAPPED updated)."""
-    from specs.sparse_attn import STEP_CAPPED
+def test_decode_step_cap_follows_a_retuned_launch():
+    """A re-tune that gives a capped input's 129-256-program Q >= 2 row another launch leaves
+    the step uncapped there (and there only) until the study measures that launch; an input's
+    launch split over two rows inside the range is capped on the studied row's part only."""
+    import json
+    import os
 
-    programs, _, measured = STEP_CAPPED["sm_90"]
-    for inputs, launch in measured:
-        for p, Q in itertools.product((programs.lo, programs.hi), (1, 4)):  # the study's Qs
-            row = sa._row("decode", "sm_90", dict(inputs, query_len=Q, programs=p))
-            assert row.variant == sa.SPLIT, (inputs, Q, p)
-            assert {k: row.params[k] for k in launch} == launch, (inputs, Q, p, row.params)
+    from codegen import measured
+    from specs.sparse_attn import STEP_CAPPED, step_cap_rules
+
+    programs, per_sm, studied = STEP_CAPPED["sm_90"]
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "specs", "measured",
+                        "sm_90.json")
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    bf16 = dict(studied[0][0])
+    rows = data["sparse_attn_decode"]
+
+    def at(q_len):
+        return next(i for i, r in enumerate(rows) if {k: r[k] for k in bf16} == bf16
+                    and r["query_len"] == q_len and r["programs"] == [129, 256])
+
+    q4 = at([2, None])
+    rows[q4] = dict(rows[q4], params=dict(rows[q4]["params"], num_stages=3))
+    # the Q 1 row split at 192: 129-192 the studied launch, 193-256 another
+    q1 = at([1, 1])
+    low, high = dict(rows[q1], programs=[129, 192]), dict(rows[q1], programs=[193, 256])
+    high["params"] = dict(high["params"], num_warps=8)
+    rows[q1:q1 + 1] = [low, high]
+    target = measured.loads(measured.dumps(data), path)
+
+    def cap(Q, p):
+        hits = [r for r in step_cap_rules(target, programs, per_sm, studied[:1])
+                if r.when["query_len"].lo <= Q <= (r.when["query_len"].hi or Q)
+                and r.when["programs"].lo <= p <= (r.when["programs"].hi or p)]
+        assert len(hits) == 1, (Q, p, hits)
+        return hits[0].params["attention_per_sm"]
+
+    assert [cap(1, p) for p in (128, 129, 192, 193, 256, 257)] == [0, 2, 2, 0, 0, 0]
+    assert [cap(4, p) for p in (128, 129, 256, 257)] == [0, 0, 0, 0]
 
 
 def test_decode_step_capped_inputs_are_the_ones_the_study_found_faster():
