@@ -372,6 +372,21 @@ def test_gpu_check_names_tune_runs_by_their_inputs(tmp_path):
     assert logs == ["tune_decode_q_dtype_fp32_cache_dtype_fp32.log"], logs
 
 
+def test_gpu_check_names_attention_tune_runs_by_their_filters(tmp_path):
+    """Two attention tunes of one device call (another cache, another query length) write
+    two run files."""
+    for filters in (["--kv-dtypes", "fp8e4m3", "--query-lens", "1"],
+                    ["--modes", "decode", "--kv-dtypes", "fp8e4m3:per_token"]):
+        run = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh"), "tune",
+                              "attention", *filters], cwd=ROOT,
+                             env={**os.environ, "OUT": str(tmp_path), "PYTHON": "true"},
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    logs = sorted(p.name for p in tmp_path.glob("tune_*.log"))
+    assert logs == ["tune_attention_kv_dtypes_fp8e4m3_query_lens_1.log",
+                    "tune_attention_modes_decode_kv_dtypes_fp8e4m3_per_token.log"], logs
+
+
 @pytest.mark.parametrize("errors", [0, 2])
 def test_gpu_check_memcheck_runs_the_kernel_tests_and_counts_errors(tmp_path, errors):
     """`gpu_check.sh memcheck` with a stand-in compute-sanitizer (it records its command line

@@ -20,7 +20,8 @@
 # accelerator are bounded by their descriptor and not seen). Default files: the kernels'
 # tests; `-k EXPR` or files narrow it.
 # `tune SECTION` writes $OUT/tune_<section>.json and its log; with --inputs,
-# tune_decode_<inputs>.json (choose each inputs' runs in their own call). The measurement stops
+# tune_decode_<inputs>.json (choose each inputs' runs in their own call); with attention
+# filters, e.g. tune_attention_kv_dtypes_fp8e4m3_query_lens_1.json. The measurement stops
 # timing after TUNE_BUDGET_S seconds (default 400; the compile warm-up comes on top); split
 # decode by context when it does not fit (`tune decode --contexts 131072`). Fetch the files, do
 # the same on a second machine, then on the CPU: python3 -m tools.tune choose DIR/*.json
@@ -65,13 +66,17 @@ cat "$OUT/env.txt"
 
 if [ "$MODE" = tune ]; then
   tune_rc=0
-  # runs of other decode inputs get their own names (`choose` takes one inputs' runs at a time)
+  # runs of other decode inputs get their own names (`choose` takes one inputs' runs at a
+  # time), and so do runs narrowed by attention filters (two tunes in one call keep both files)
   name=$SECTION
   args=("$@")
   for i in "${!args[@]}"; do
-    if [ "${args[$i]}" = --inputs ]; then
-      name="${SECTION}_$(printf '%s' "${args[$((i + 1))]:-}" | tr -c 'A-Za-z0-9_' '_')"
-    fi
+    value=$(printf '%s' "${args[$((i + 1))]:-}" | tr -c 'A-Za-z0-9_' '_')
+    case "${args[$i]}" in
+      --inputs) name="${name}_${value}" ;;
+      --modes|--kv-dtypes|--query-lens|--groups|--programs)
+        name="${name}_$(printf '%s' "${args[$i]#--}" | tr - _)_${value}" ;;
+    esac
   done
   echo "== tune $SECTION ($(date -u +%T))"
   $PY -m tools.tune measure --sections "$SECTION" --budget-s "${TUNE_BUDGET_S:-400}" \
