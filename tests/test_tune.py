@@ -196,8 +196,9 @@ class FakeDevice:
         fn()
         return None
 
-    def attn_case(self, mode, inputs, programs, kv_heads, Q=1):
-        return {"mode": mode, "programs": programs, "kv_heads": kv_heads, "Q": Q}
+    def attn_case(self, mode, inputs, programs, kv_heads, Q=1, own_lists=False):
+        return {"mode": mode, "programs": programs, "kv_heads": kv_heads, "Q": Q,
+                "own_lists": own_lists}
 
     def attn_step_case(self, case):
         return {**case, "step": True}
@@ -580,17 +581,20 @@ def test_attention_buckets_are_measured_at_each_served_head_count(reg):
         and "decode G16 P64 Q4" in labels and "decode G8 P64 Q4" in labels
     dev = FakeDevice()
     cases = []
-    dev.attn_case = lambda mode, inputs, programs, kv_heads, Q=1: cases.append(
-        (mode, inputs["group"], programs, kv_heads)) or {"mode": mode, "programs": programs}
+    dev.attn_case = lambda mode, inputs, programs, kv_heads, Q=1, own_lists=False: \
+        cases.append((mode, inputs["group"], programs, kv_heads)) or {"mode": mode,
+                                                                      "programs": programs}
     run = measure.Run(space, dev, rounds=1, per_round=1, budget_s=1e9, say=lambda *a: None)
     run.attention([8])
     assert ("decode", 16, 8, 1) in cases and ("decode", 16, 8, 4) in cases
     reps = {p["rep"] for p in run.points if p["buckets"][0]["group"] == 16
             and p["table"] == "sparse_attn_decode"}
-    # decode also inside sparse_decode_step; every measured cache dtype (bf16 plain)
-    # (Q 4 at one KV head only: four heads' 8 programs are two rows)
-    assert reps == {f"decode G16 P8{h}{kv}{step}" for h in ("", " Hkv1", " Hkv1 Q4")
-                    for kv in ("", " fp8e4m3") for step in ("", " step 8k")}
+    # decode also inside sparse_decode_step, Q 4 also with each row's own list; every
+    # measured cache dtype (bf16 plain) (Q 4 at one KV head only: four heads' 8 programs are
+    # two rows)
+    assert reps == {f"decode G16 P8{h}{kv}{rep}" for h in ("", " Hkv1", " Hkv1 Q4")
+                    for kv in ("", " fp8e4m3")
+                    for rep in ("", " step 8k") + ((" own lists",) if "Q4" in h else ())}
 
 
 def test_long_buckets_are_measured_with_mixed_lengths_too(sm90):
@@ -1247,6 +1251,20 @@ def test_gpu_device_builds_requests_of_q_rows(reg):
                                                       dict(splits=1, **launch))) is None
     one = dev.attn_case("decode", inputs, 8, 1, ctx=1000, topk=4)
     assert one["decode_query_len"] == 1 and one["seq_lens"].numel() == 8
+    # each row its own list (vLLM's benchmark rows): a request's rows list other blocks but
+    # their own, each listed block of a request on a page of its own
+    own = dev.attn_case("decode", inputs, 8, 1, Q=4, ctx=1000, topk=4, own_lists=True)
+    ids, table = own["topk_idx"][0], own["block_table"]
+    for r in range(2):
+        rows = ids[4 * r:4 * r + 4]
+        assert all(7 in row.tolist() for row in rows)
+        assert len({tuple(row.tolist()) for row in rows}) > 1
+        listed = torch.unique(rows[rows >= 0])
+        assert torch.unique(table[r, listed.long()]).numel() == listed.numel()
+    ref = dev.attn_reference(own, dev.attn_call(own, "sparse_attn_split",
+                                                dict(splits=2, **launch)))
+    assert dev.attn_problem(own, ref, dev.attn_call(own, "sparse_attn_split",
+                                                    dict(splits=1, **launch))) is None
 
 
 def test_gpu_device_times_attention_inside_the_step(reg, monkeypatch):

@@ -175,11 +175,14 @@ class GpuDevice:
         return None if self.torch.equal(inp["out"], ref) else "ids differ from the default launch"
 
     # -- attention -------------------------------------------------------------------------
-    def attn_case(self, mode, inputs, programs, kv_heads, Q=1, ctx=32768, topk=16, seed=0):
+    def attn_case(self, mode, inputs, programs, kv_heads, Q=1, ctx=32768, topk=16, seed=0,
+                  own_lists=False):
         """``programs`` rows · ``kv_heads`` at a ``ctx`` context: decode requests of ``Q`` rows
         each (the context's last Q tokens), or one prefill request of rows / Hkv tokens after
         ctx keys; a run of 64 rows shares its lists but for each token's own block (as an
-        indexer's are: a request's Q lists are mostly the same)."""
+        indexer's are: a request's Q lists are mostly the same), or with ``own_lists`` each
+        row draws its own (as vLLM's benchmark rows do: a request's Q rows then read up to Q
+        times the blocks)."""
         torch, sp = self.torch, self.space
         G, D = inputs["group"], inputs["head_dim"]
         Hkv = kv_heads
@@ -189,10 +192,11 @@ class GpuDevice:
         R, prefix = (T // Q, ctx) if mode == "decode" else (1, ctx)
         mb = common.cdiv(prefix + (T if mode == "prefill" else 0), sp.block)
         ids = torch.full((Hkv, T, topk), -1, dtype=torch.int32)
-        for t0 in range(0, T, 64):
+        run = 1 if own_lists else 64
+        for t0 in range(0, T, run):
             pos0 = ctx - Q if mode == "decode" else prefix + t0
             shared = torch.randperm(max(pos0 // sp.block, 1), generator=g)[:topk - 1]
-            for t in range(t0, min(t0 + 64, T)):
+            for t in range(t0, min(t0 + run, T)):
                 pos = ctx - Q + t % Q if mode == "decode" else prefix + t
                 row = torch.unique(torch.cat([torch.tensor([pos // sp.block]), shared]))[:topk]
                 ids[:, t, :row.numel()] = row.to(torch.int32)

@@ -267,11 +267,17 @@ class Run:
         ATTN_STEP_MAX_PROGRAMS programs, inside sparse_decode_step (its programs start while
         the indexer's last ones run: a second representative of the bucket, "<label> step 8k",
         named by its context so that runs of another step context do not merge with it).
-        Its inputs are freed on return."""
+        Decode rows of Q > 1 are timed alone twice: with a request's lists mostly the same (as
+        an indexer's) and with each row's own ("<label> own lists", as vLLM's benchmark rows): on
+        an H100 the first's choice ran the benchmark's 32/2 R8 Q4 rows 2-4 % slower than the
+        launch it replaced. Its inputs are freed on return."""
         sp, dev = self.space, self.dev
         cands = sp.attn_candidates_at(mode, inputs, programs, Q)
         default = sp.default(table, bucket)
         cases = [(label, dev.attn_case(mode, inputs, programs, kv_heads, Q=Q))]
+        if mode == "decode" and Q > 1:
+            cases.append((f"{label} own lists",
+                          dev.attn_case(mode, inputs, programs, kv_heads, Q=Q, own_lists=True)))
         if mode == "decode" and programs <= ATTN_STEP_MAX_PROGRAMS:
             cases.append((f"{label} step {ATTN_STEP_CONTEXT // 1024}k",
                           dev.attn_step_case(cases[0][1])))
