@@ -73,7 +73,8 @@ def prefill_positions(cu_seqlens_q, prefix_lens, seq_lens, T, max_query_len):
     lens = [int(x) for x in seq_lens.cpu()]
     out = [None] * T
     for r in range(len(pre)):
-        for j in range(min(cu[r + 1] - cu[r], max_query_len)):
+        # no request has more rows than the batch (a larger max_query_len counts as T)
+        for j in range(min(cu[r + 1] - cu[r], max_query_len, T)):
             if 0 <= cu[r] + j < T:
                 out[cu[r] + j] = (r, pre[r] + j, lens[r])
     return out

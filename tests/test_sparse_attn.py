@@ -8,6 +8,7 @@ on small shapes; the GPU at MiniMax-M3 sizes (marked gpu).
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -303,6 +304,37 @@ def test_per_token_v_scales_ranged_per_split_or_per_tile(q_dtype):
     outs = [run_decode(case, torch.float32, splits=s, **kw) for s in (1, 4)]
     for out in outs:
         check(out / size, ref / size)
+
+
+@pytest.mark.parametrize("q_dtype,kv_dtype", [(torch.bfloat16, torch.float8_e4m3fn),
+                                             (torch.float16, torch.float16),
+                                             (torch.bfloat16, torch.bfloat16)])
+def test_per_token_v_scales_2_30_apart_keep_the_small_scales_share(q_dtype, kv_dtype):
+    """The documented limit of fp16 probabilities (§15): a key of V scale 2^30 and weight
+    ~2^-30 beside a key of V scale 1 and weight 1 (the largest scale sets the split's range,
+    yet the other key carries half the output) gives the float64 output to within the
+    probabilities' 16-bit rounding; the bf16 path (bf16 probabilities, no range) too."""
+    Hkv, G, D, e = 1, 4, 64, 30
+    kv = torch.zeros((1, 2, BLOCK, Hkv, D))
+    kv[0, 0, 0, 0, 0] = -e * math.log(2)  # key 0 scores −e·ln 2 against key 1's 0
+    kv[0, 1, :2] = 1.0
+    kv = kv.to(kv_dtype)
+    q = torch.zeros((1, Hkv * G, D))
+    q[:, :, 0] = 1.0
+    q = q.to(q_dtype)
+    v_scale = torch.ones((Hkv, BLOCK))
+    v_scale[0, 0] = 2.0 ** e
+    kw = dict(k_scale=torch.ones((Hkv, BLOCK), device=DEVICE), v_scale=v_scale.to(DEVICE))
+    ids, table = torch.zeros((Hkv, 1, 1), dtype=torch.int32), torch.zeros((1, 1),
+                                                                           dtype=torch.int32)
+    lens = torch.tensor([2], dtype=torch.int32)
+    out = torch.full(q.shape, float("nan"), dtype=torch.float32, device=DEVICE)
+    generated.sparse_attn_decode(*(t.to(DEVICE) for t in (q, kv, ids, table, lens)), Hkv, 1.0,
+                                 out, 1, **kw)
+    ref = ref_sparse_attn(q, kv, ids, table, [(0, 1, 2)], Hkv, 1.0, **kw)
+    assert float(ref.abs().min()) > 1.5  # both keys' shares count
+    # (two keys: each weight's 16-bit rounding sets the error, not vLLM's mean bound)
+    torch.testing.assert_close(out.double().cpu(), ref, rtol=2 ** -7, atol=0)
 
 
 @pytest.mark.parametrize("kv_dtype,mode", [(torch.float8_e4m3fn, "none"),
@@ -639,6 +671,34 @@ def test_prefill_rows_of_extreme_cu_seqlens_are_zero():
     out = torch.full((2, 16, 64), float("nan"), dtype=torch.bfloat16, device=DEVICE)
     generated.sparse_attn_prefill(*args, 2, 1, 0.125, out)
     assert bool((out == 0).all())
+
+
+@pytest.mark.parametrize("launch", [None, dict(splits=1, num_warps=4, num_stages=2),
+                                    dict(variant="sparse_attn_tiled", lanes=16, num_warps=4,
+                                         num_stages=2)])
+def test_prefill_max_query_len_above_the_batch_counts_as_the_batch(launch):
+    """§13.8: a max_query_len above T counts as T. With cu_seqlens_q[0] = −100 the three rows
+    lie 100–102 rows into their request, past T: no request's rows (zeros) whatever
+    max_query_len says, as the prefill indexer leaves their ids; the same call with the cu
+    starting at 0 attends (the rows are real)."""
+    g = torch.Generator().manual_seed(46)
+    kv = make_cache(4, 1, 64, "5d", torch.bfloat16, g)
+    q = torch.randn((3, 4, 64), generator=g).bfloat16()
+    ids = torch.tensor([[[0, 1, 2]] * 3], dtype=torch.int32)
+    table = torch.tensor([[0, 1, 2]], dtype=torch.int32)
+    lens, pre = torch.tensor([300], dtype=torch.int32), torch.tensor([150], dtype=torch.int32)
+    for cu, mql, zero in (([-100, 3], 200, True), ([-100, 3], 3, True), ([0, 3], 200, False)):
+        cu = torch.tensor(cu, dtype=torch.int32)
+        args = [t.to(DEVICE) for t in (q, kv, ids, table, cu, lens, pre)]
+        out = torch.full((3, 4, 64), float("nan"), dtype=torch.float32, device=DEVICE)
+        if launch is None:
+            generated.sparse_attn_prefill(*args, mql, 1, 0.125, out)
+        else:
+            sa.sparse_attn_with_launch(launch, "prefill", *args, mql, 1, 0.125, out)
+        ref = ref_sparse_attn(q, kv, ids, table, prefill_positions(cu, pre, lens, 3, mql), 1,
+                              0.125)
+        assert bool((ref == 0).all()) == zero
+        torch.testing.assert_close(out.double().cpu(), ref, rtol=0, atol=2e-2)
 
 
 def test_strides_past_int32_address_right_or_are_refused():
@@ -2102,6 +2162,23 @@ def test_decode_step_buffers_sharing_memory_are_refused_by_name():
                                  completion_counter=torch.zeros_like(buf[:, :8]))
     with pytest.raises(ValueError, match="^topk_out: shares memory with completion_counter"):
         generated.sparse_decode_step(*args, topk_out=ids_out, completion_counter=buf[:, :8])
+
+
+def test_decode_step_buffers_sharing_the_index_table_name_it():
+    """A topk_out or completion_counter sharing memory with index_block_table (the step's
+    attention table apart) is refused naming index_block_table, not the indexer's own name
+    for it (block_table: the step's attention table), and the buffer by its step name."""
+    args, rows, topk = _small_step_args(36)
+    buf = torch.zeros(64, dtype=torch.int32, device=DEVICE)
+    n = args[2].numel()
+    buf[:n] = args[2].flatten()
+    args = args[:2] + [buf[:n].view(args[2].shape)] + args[3:5] + [args[5].clone()] + args[6:]
+    for name, kw in (("topk_out", dict(topk_out=buf[2:2 + rows * topk].view(1, rows, topk))),
+                     ("completion_counter", dict(completion_counter=buf[1:1 + rows].view(
+                         1, rows)))):
+        with pytest.raises(ValueError, match=f"^{name}: shares memory with index_block_table "
+                                             f"\\(the call writes {name}\\)"):
+            generated.sparse_decode_step(*args, **kw)
 
 
 @pytest.mark.parametrize("cu", [[0, 4, 2, 2], [0, 4, 2, 4]])
