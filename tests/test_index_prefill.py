@@ -784,6 +784,28 @@ def test_length_views_strided_past_int32_are_refused(name):
                                          local_blocks=1)
 
 
+def test_more_requests_than_a_grid_dimension_holds_are_refused():
+    """The scorers' grids put the requests in their second dimension (at most 65535 programs
+    on CUDA and HIP): 65536 requests are refused naming seq_lens (65535 pass the checks)."""
+    one = make_inputs([300], [3], seed=64)
+    for R in (65536, 65535):
+        pad = R - 1
+        inp = dict(one, **{name: torch.cat([one[name].new_zeros((pad,) + one[name].shape[1:]),
+                                            one[name]])
+                           for name in ("block_table", "cu_seqlens_q", "seq_lens",
+                                        "prefix_lens")})
+        args = [inp[k] for k in ("idx_q", "index_kv_cache", "block_table", "cu_seqlens_q",
+                                 "seq_lens", "prefix_lens", "max_query_len", "max_seq_len",
+                                 "num_kv_heads")]
+        if R == 65535:
+            assert pi._check_score_inputs(*args) == 3
+            continue
+        with pytest.raises(ValueError, match="^seq_lens: at most 65535 requests"):
+            generated.index_prefill(**inp, topk=2, init_blocks=0, local_blocks=1)
+        with pytest.raises(ValueError, match="^seq_lens: at most 65535 requests"):
+            generated.index_prefill_score(*args)
+
+
 def test_the_selector_reads_score_rows_past_int32_offsets():
     """``score`` is the caller's: a view whose row stride puts row 2 past 2³¹ elements (each
     stride below 2³¹) is read at its own rows, giving the ids of a contiguous copy."""

@@ -2164,6 +2164,33 @@ def test_decode_step_buffers_sharing_memory_are_refused_by_name():
         generated.sparse_decode_step(*args, topk_out=ids_out, completion_counter=buf[:, :8])
 
 
+@pytest.mark.parametrize("mode", ["decode", "prefill", "step"])
+def test_more_query_heads_than_a_grid_dimension_holds_are_refused(mode):
+    """The merge kernel's grid is (T, Hq), the query tile's (row tiles, Hkv): 65536 query
+    heads (G 16 over 4096 KV heads; the cache and ids broadcast) are refused naming q, in
+    every entry, before anything runs."""
+    G, Hkv, D = 16, 4096, 64
+    q = torch.zeros((1, G * Hkv, D), dtype=torch.bfloat16, device=DEVICE)
+    kv = torch.zeros((1, 2, BLOCK, 1, D), dtype=torch.bfloat16, device=DEVICE).expand(
+        1, 2, BLOCK, Hkv, D)
+    ids = torch.zeros((1, 1, 1), dtype=torch.int32, device=DEVICE).expand(Hkv, 1, 1)
+    table = torch.zeros((1, 1), dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor([5], dtype=torch.int32, device=DEVICE)
+    out = torch.full_like(q, 7.0)
+    with pytest.raises(ValueError, match="^q: at most 65535 query heads"):
+        if mode == "decode":
+            generated.sparse_attn_decode(q, kv, ids, table, lens, Hkv, 0.1, out, 1)
+        elif mode == "prefill":
+            cu, pre = (torch.tensor(x, dtype=torch.int32, device=DEVICE) for x in ([0, 1], [4]))
+            generated.sparse_attn_prefill(q, kv, ids, table, cu, lens, pre, 1, Hkv, 0.1, out)
+        else:
+            idx_q = torch.zeros((1, Hkv, 16), dtype=torch.bfloat16, device=DEVICE)
+            cache = torch.zeros((1, BLOCK, 16), dtype=torch.bfloat16, device=DEVICE)
+            generated.sparse_decode_step(idx_q, cache, table, q, kv, table, lens, BLOCK, 1, 0,
+                                         1, Hkv, 1, 1, 0.1, out)
+    assert bool((out == 7).all())
+
+
 def test_decode_step_buffers_sharing_the_index_table_name_it():
     """A topk_out or completion_counter sharing memory with index_block_table (the step's
     attention table apart) is refused naming index_block_table, not the indexer's own name
