@@ -137,6 +137,8 @@ TABLES = {
                                   values=ATTN_INPUT_KINDS),
 }
 TOP_KEYS = ("format", "hardware", "provenance") + tuple(TABLES)
+# what a tune measures (tools/tune measure --sections), as its provenance names it
+TUNE_SECTIONS = ("router", "decode", "prefill", "attention")
 HARDWARE_KEYS = ("name", "vendor", "capability", "gcn_arch", "aliases", "description")
 
 
@@ -263,6 +265,10 @@ class _Duplicate(Exception):
         self.key, self.line = key, line
 
 
+# strings (skipped whole) and the constants JSON does not allow
+_CONSTANTS = re.compile(r'"(?:[^"\\]|\\.)*"|(?P<c>-?Infinity|NaN)')
+
+
 def _no_constants(name):
     raise ValueError(f"{name} is not a number JSON allows")
 
@@ -287,8 +293,10 @@ def _parse(text: str, path: str) -> _Obj:
         data = _located(text)
     except json.JSONDecodeError as e:
         f.fail(e.lineno, None, f"not valid JSON: {e.msg} (column {e.colno})")
-    except ValueError as e:
-        f.fail(1, None, f"not valid JSON: {e}")
+    except ValueError as e:  # NaN or ±Infinity (json names no place): the first one outside
+        # strings
+        at = next((m.start("c") for m in _CONSTANTS.finditer(text) if m.group("c")), 0)
+        f.fail(text.count("\n", 0, at) + 1, None, f"not valid JSON: {e}")
     except _Duplicate as e:
         f.fail(e.line, e.key, "key given twice")
     if not isinstance(data, _Obj):
@@ -315,11 +323,11 @@ def _label(table: str, target: str, when: dict) -> str:
     return f"{table} row {target}: {', '.join(parts)}"
 
 
-def _check_row(f: _File, table: str, index: int, row, runs: dict) -> Row:
+def _check_row(f: _File, table: str, index: int, row, runs: dict, table_line: int) -> Row:
     layout = TABLES[table]
     where = f"{table} row {index + 1}"
     if not isinstance(row, _Obj):
-        f.fail(getattr(row, "line", 1), table, f"row {index + 1} must be an object")
+        f.fail(table_line, table, f"row {index + 1} must be an object, got {row!r}")
     when = {}
     for axis in layout.axes:
         if axis not in row:
@@ -363,7 +371,9 @@ def _check_row(f: _File, table: str, index: int, row, runs: dict) -> Row:
         if not isinstance(measured, dict):
             loc_fail("measured", "a measured row needs its measurements (an object)")
         for part in ("winner", "runner_up"):
-            entry = measured.get(part) or {}
+            entry = measured.get(part, {})
+            if entry is None and part == "runner_up":  # (a bucket of one candidate)
+                entry = {}
             if not isinstance(entry, dict):
                 loc_fail(f"measured.{part}", f"must be an object with 'us', got {entry!r}")
             times = entry.get("us", {})
@@ -377,7 +387,8 @@ def _check_row(f: _File, table: str, index: int, row, runs: dict) -> Row:
                         loc_fail(f"measured.{part}.us.{rep}",
                                  f"run {run!r} is not described in provenance.runs "
                                  f"(known: {', '.join(sorted(runs)) or 'none'})")
-                    if isinstance(us, bool) or not isinstance(us, (int, float)) or us <= 0:
+                    if isinstance(us, bool) or not isinstance(us, (int, float)) or \
+                            not 0 < us < float("inf"):
                         loc_fail(f"measured.{part}.us.{rep}.{run}",
                                  f"must be a positive number of µs, got {us!r}")
     return Row(table=table, target=f.target, when=when, choice=choice, params=dict(params),
@@ -432,6 +443,41 @@ def _check_span(f: _File, axis: str, members: list, lo: int, open_ended: bool,
                    b.loc.row)
 
 
+def _check_provenance(f: _File, prov, line: int) -> None:
+    """provenance: {"runs": label → the run's facts (an object naming its machine and date),
+    "tunes": [each tune's command, date, sections (of TUNE_SECTIONS) and the runs it chose
+    from]}."""
+    if not (isinstance(prov, _Obj) and isinstance(prov.get("runs"), _Obj)
+            and isinstance(prov.get("tunes"), list)):
+        f.fail(line, "provenance",
+               "must be an object with 'runs' (label → run facts) and 'tunes' (a list)")
+    for key in prov:
+        if key not in ("runs", "tunes"):
+            f.fail(prov.key_lines[key], f"provenance.{key}", "unknown key (known: runs, tunes)")
+    runs = prov["runs"]
+    for label, facts in runs.items():
+        if not (isinstance(facts, _Obj) and all(isinstance(facts.get(k), str)
+                                                for k in ("machine", "date"))):
+            f.fail(getattr(facts, "line", runs.key_lines[label]), f"provenance.runs.{label}",
+                   f"must be an object of the run's facts naming its 'machine' and 'date', got "
+                   f"{facts!r}")
+    for tune in prov["tunes"]:
+        where = getattr(tune, "line", prov.key_lines["tunes"])
+        if not isinstance(tune, _Obj):
+            f.fail(where, "provenance.tunes", f"each tune must be an object, got {tune!r}")
+        sections, chose = tune.get("sections"), tune.get("runs")
+        if not (isinstance(sections, list) and sections
+                and all(isinstance(x, str) and x in TUNE_SECTIONS for x in sections)):
+            f.fail(tune.key_lines.get("sections", where), "provenance.tunes.sections",
+                   f"must list the sections tuned (of {', '.join(TUNE_SECTIONS)}), got "
+                   f"{sections!r}")
+        if not (isinstance(chose, list) and chose
+                and all(isinstance(r, str) and r in runs for r in chose)):
+            f.fail(tune.key_lines.get("runs", where), "provenance.tunes.runs",
+                   f"must list the runs the tune chose from, each described in "
+                   f"provenance.runs, got {chose!r}")
+
+
 def loads(text: str, path: str) -> MeasuredTarget:
     """A data file's text → MeasuredTarget (SpecError naming file:line on any problem)."""
     data = _parse(text, path)
@@ -463,31 +509,33 @@ def loads(text: str, path: str) -> MeasuredTarget:
         f.fail(hw.line, "hardware.name", f"the file of target {hardware.name!r} must be named "
                                          f"{hardware.name}.json", hw_loc.row)
     prov = data["provenance"]
-    if not (isinstance(prov, dict) and isinstance(prov.get("runs"), dict)
-            and isinstance(prov.get("tunes"), list)):
-        f.fail(data.key_lines["provenance"], "provenance",
-               "must be an object with 'runs' (label → run facts) and 'tunes' (a list)")
-    for tune in prov["tunes"]:
-        if not (isinstance(tune, dict) and isinstance(tune.get("sections"), list)
-                and isinstance(tune.get("runs", ()), (list, tuple))
-                and all(isinstance(r, str) and r in prov["runs"] for r in tune.get("runs", ()))):
-            f.fail(getattr(tune, "line", data.key_lines["provenance"]), "provenance.tunes",
-                   "each tune names its 'sections' and the 'runs' (described in "
-                   "provenance.runs) it chose from")
+    _check_provenance(f, prov, data.key_lines["provenance"])
     tables = {}
     for table in TABLES:
         rows = data[table]
         if not isinstance(rows, list):
             f.fail(data.key_lines[table], table, "must be a list of rows")
-        checked = [_check_row(f, table, i, row, prov["runs"]) for i, row in enumerate(rows)]
+        checked = [_check_row(f, table, i, row, prov["runs"], data.key_lines[table])
+                   for i, row in enumerate(rows)]
         _check_tiling(f, checked)
         tables[table] = tuple(checked)
     return MeasuredTarget(path=f.path, hardware=hardware, provenance=_plain(prov), tables=tables)
 
 
+def _text(path: str) -> str:
+    """A data file's text; SpecError at the line of the first byte that is not UTF-8."""
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(Location(_relative(path), raw.count(b"\n", 0, e.start) + 1),
+                        f"measured target {os.path.splitext(os.path.basename(path))[0]}",
+                        None, f"not valid UTF-8 (byte {e.start})") from None
+
+
 def load_file(path: str) -> MeasuredTarget:
-    with open(path, encoding="utf-8") as fh:
-        return loads(fh.read(), path)
+    return loads(_text(path), path)
 
 
 def load_dir(path: str) -> dict:
@@ -504,8 +552,7 @@ def load_dir(path: str) -> dict:
 
 def read(path: str) -> dict:
     """A data file as plain data (checked like :func:`load_file`), for a writer to edit."""
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
+    text = _text(path)
     loads(text, path)
     return _plain(json.loads(text))
 

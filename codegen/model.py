@@ -150,6 +150,17 @@ def seq_of(*types: type) -> Callable:
     return check
 
 
+def one_of_values(*values) -> Callable:
+    """The field must be one of ``values`` (SpecError naming the field and the choices)."""
+
+    def check(inst, attribute, value):
+        if isinstance(value, bool) or value not in values:
+            fail(inst, attribute.name, f"must be one of {', '.join(map(str, values))}, got "
+                                       f"{value!r}")
+
+    return check
+
+
 def is_pow2(n: int) -> bool:
     return isinstance(n, int) and not isinstance(n, bool) and n > 0 and n & (n - 1) == 0
 
@@ -210,7 +221,7 @@ class Hardware:
     """A normalized hardware target. ``aliases`` are other spellings users may pass."""
 
     name: str = attrs.field(validator=identifier)
-    vendor: str = attrs.field(validator=attrs.validators.in_(("amd", "nvidia", "any")))
+    vendor: str = attrs.field(validator=one_of_values("amd", "nvidia", "any"))
     description: str = attrs.field(validator=typed(str))
     # How a live device is recognised: AMD gcnArchName prefix or NVIDIA (major, minor).
     gcn_arch: str | None = attrs.field(default=None, validator=typed(str, optional=True))
@@ -266,13 +277,17 @@ class Param:
     """A launch parameter a variant accepts (chosen by a dispatch rule)."""
 
     name: str = attrs.field(validator=identifier)
-    kind: str = attrs.field(validator=attrs.validators.in_(("int", "bool")))
+    kind: str = attrs.field(validator=one_of_values("int", "bool"))
     pow2: bool = attrs.field(default=False, validator=typed(bool))
     optional: bool = attrs.field(default=False, validator=typed(bool))  # None = backend default
     minimum: int = attrs.field(default=1, validator=typed(int))
     maximum: int = attrs.field(default=1 << 16, validator=typed(int))
     doc: str = attrs.field(default="", validator=typed(str))
     loc: Location = LOC
+
+    def __attrs_post_init__(self):
+        if self.kind == "int" and self.maximum < self.minimum:
+            fail(self, "maximum", f"must be ≥ minimum ({self.minimum}), got {self.maximum}")
 
     def rule(self) -> tuple:
         """(kind, pow2, minimum, maximum, optional): what a launch given by hand is held to

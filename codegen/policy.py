@@ -14,8 +14,12 @@ from typing import Any
 
 import attrs
 
-from .model import Location, Param, SpecError, _to_tuple, fail, identifier, seq_of, spec_class, \
-    typed, LOC
+from .model import Location, Param, SpecError, _to_tuple, fail, identifier, one_of_values, \
+    seq_of, spec_class, typed, LOC
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 # ---------------------------------------------------------------------------------------------
 # Conditions
@@ -79,9 +83,9 @@ class Axis:
     """One dimension of a policy's domain: an enum of values, or an integer range."""
 
     name: str = attrs.field(validator=identifier)
-    kind: str = attrs.field(validator=attrs.validators.in_(("enum", "int")))
+    kind: str = attrs.field(validator=one_of_values("enum", "int"))
     doc: str = attrs.field(validator=typed(str))
-    values: tuple = attrs.field(default=(), converter=_to_tuple)
+    values: tuple = attrs.field(default=(), converter=_to_tuple, validator=typed(tuple))
     lo: int = attrs.field(default=0, validator=typed(int))
     hi: int | None = attrs.field(default=None, validator=typed(int, optional=True))
     loc: Location = LOC
@@ -117,8 +121,8 @@ class Buckets:
     @rows.validator
     def _rows(self, attribute, value):
         for row in value:
-            if len(row) != 3 or not isinstance(row[0], int) or \
-                    not (row[1] is None or isinstance(row[1], int)) or not isinstance(row[2], dict):
+            if len(row) != 3 or not _is_int(row[0]) or \
+                    not (row[1] is None or _is_int(row[1])) or not isinstance(row[2], dict):
                 fail(self, "rows", f"rows must be (lo, hi or None, {{params}}), got {row!r}")
             if row[1] is not None and row[1] < row[0]:
                 fail(self, "rows", f"bucket {row[0]}..{row[1]} is empty")
@@ -170,6 +174,9 @@ class Policy:
     axes: tuple = attrs.field(converter=_to_tuple, validator=seq_of(Axis))
     rules: tuple = attrs.field(converter=_to_tuple, validator=seq_of(Rule))
     outside: tuple = attrs.field(default=(), converter=_to_tuple, validator=seq_of(Outside))
+    # the variants its rules may pick (empty: any of the family's); a rule, or a data file's
+    # row, naming another is refused where it is written
+    variants: tuple = attrs.field(default=(), converter=_to_tuple, validator=seq_of(str))
     loc: Location = LOC
 
     @axes.validator
@@ -338,6 +345,9 @@ def flatten(policy: Policy, variants: dict) -> tuple[FlatRule, ...]:
             known = sorted(n for n, v in variants.items() if v.family == policy.family)
             fail(rule, "variant", f"no variant {rule.variant!r} in family '{policy.family}' "
                                   f"(known: {', '.join(known) or 'none'})")
+        if policy.variants and rule.variant not in policy.variants:
+            fail(rule, "variant", f"policy '{policy.name}' picks one of "
+                                  f"{', '.join(policy.variants)}, got {rule.variant!r}")
         conds = []
         for axis in policy.axes:
             raw = rule.when.get(axis.name)
@@ -452,7 +462,7 @@ def prove(policy: Policy, rules) -> int:
             if not live:
                 raise SpecError(policy.loc, f"Policy {policy.name}", "rules",
                                 f"gap: no rule covers {describe_point(policy, prefix)} "
-                                f"(add a rule or widen a bucket)")
+                                f"(add a rule or widen a bucket){_bordering(policy, rules, prefix)}")
             if live & (live - 1):
                 first = (live & -live).bit_length() - 1
                 rest = live & (live - 1)
@@ -470,6 +480,21 @@ def prove(policy: Policy, rules) -> int:
     walk(0, (1 << len(rules)) - 1, ())
     _PROVED[key] = math.prod(len(c) for c in cells)
     return _PROVED[key]
+
+
+def _bordering(policy: Policy, rules, point: tuple, most: int = 2) -> str:
+    """The rules of the point's hardware that would cover ``point`` but for one axis (where a
+    gap's neighbours are written: a rule's spec line or a data file's row), as a clause of a
+    gap's message."""
+    near = []
+    for rule in rules:
+        missed = [a.name for a, cond, v in zip(policy.axes, rule.conds, point)
+                  if not _holds(cond, v)]
+        if len(missed) == 1 and missed != ["hardware"]:
+            near.append(f"{rule.loc} (all but {missed[0]})")
+        if len(near) == most:
+            break
+    return "; rules next to it: " + ", ".join(near) if near else ""
 
 
 def lookup(policy: Policy, rules: tuple[FlatRule, ...], point: tuple) -> FlatRule:

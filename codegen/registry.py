@@ -91,9 +91,11 @@ def _load(spec_dir: str) -> Registry:
             raise SpecError(where, "Hardware", "name",
                             f"the fallback hardware target {needed!r} must be declared "
                             f"(beside the other targets)")
-    aliases: dict[str, str] = {}
+    # every name first: an alias that repeats another target's name or alias is the error of
+    # the target declaring it
+    aliases: dict[str, str] = {hw.name: hw.name for hw in hardware.values()}
     for hw in hardware.values():
-        for alias in (hw.name,) + hw.aliases:
+        for alias in hw.aliases:
             if alias in aliases and aliases[alias] != hw.name:
                 raise SpecError(hw.loc, f"Hardware {hw.name}", "aliases",
                                 f"alias {alias!r} already names {aliases[alias]!r}")

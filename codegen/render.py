@@ -169,6 +169,9 @@ def artifacts(reg: Registry) -> list[Artifact]:
     out: list[Artifact] = []
     by_output: dict[str, list] = {}
     for v in reg.variants.values():
+        if not os.path.isfile(os.path.join(TEMPLATE_DIR, v.template)):
+            raise SpecError(v.loc, f"Variant {v.name}", "template",
+                            f"no template {v.template!r} in codegen/templates/")
         if v.output in OWN_FILES:
             raise SpecError(v.loc, f"Variant {v.name}", "output",
                             f"{v.output} is a file the generator writes itself (its own: "

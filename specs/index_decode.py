@@ -12,6 +12,8 @@ targets (sm_90: H200 measurements) bring their rows from their data files
 (specs/measured/<target>.json): scorer rows for each set of decode inputs measured there, selector
 rows for topk MEASURED_TOPK; upstream's defaults everywhere else.
 """
+import attrs
+
 from codegen.model import NUM_STAGES, NUM_WARPS, Param, TensorContract, Variant
 from codegen.policy import (Axis, Between, Buckets, Policy, Rule, at_least, between, elsewhere,
                             none_of, one_of)
@@ -173,9 +175,11 @@ def fused_rules(when, params, loc, note):
     """A single-launch row as rules: the fused variant where next_pow2(topk) fits its selection
     tile, and below it the split-K scorer with the same grid and options (the same scores)
     followed by the selector's own table, for the larger topk."""
+    fused = Rule(when=when, variant="index_decode_fused", params=params, loc=loc, note=note)
+    # (a row's parameters checked before its fallback reads them)
+    next(v for v in SPECS if v.name == fused.variant).check_params(fused, "params", params)
     tile = params["topk_tile"]
-    rules = [Rule(when={**when, "topk": between(1, tile)}, variant="index_decode_fused",
-                  params=params, loc=loc, note=note)]
+    rules = [attrs.evolve(fused, when={**when, "topk": between(1, tile)})]
     if tile < MAX_TOPK:
         rules.append(Rule(when={**when, "topk": between(tile + 1, MAX_TOPK)},
                           variant="index_score_split", loc=loc,
@@ -291,7 +295,8 @@ SPECS += [
                     doc="blocks selected per row (the single launch selects from one tile: "
                         "topk beyond it takes the split-K equivalent of the row)"),
            ),
-           rules=INDEX_SCORE_RULES),
+           rules=INDEX_SCORE_RULES,
+           variants=("index_score_split", "index_score_balanced", "index_decode_fused")),
     Policy(name="index_topk", family="index_decode",
            doc="fused top-k selector chunking and tile",
            axes=(
@@ -301,5 +306,5 @@ SPECS += [
                     doc="cdiv(max_seq_len, 128): score-row capacity"),
                Axis(name="rows_x_heads", kind="int", lo=1, doc="total_q · H"),
            ),
-           rules=INDEX_TOPK_RULES),
+           rules=INDEX_TOPK_RULES, variants=("index_topk_fused",)),
 ]

@@ -309,7 +309,7 @@ PREFILL_INPUT_AXES = (
 SPECS += [
     Policy(name="index_prefill_score", family="index_prefill",
            doc="prefill scorer tile and KV split", axes=PREFILL_INPUT_AXES,
-           rules=INDEX_PREFILL_SCORE_RULES),
+           rules=INDEX_PREFILL_SCORE_RULES, variants=("index_prefill_score",)),
     Policy(name="index_prefill_topk", family="index_prefill",
            doc="prefill selector tile",
            axes=(
@@ -319,7 +319,7 @@ SPECS += [
                     doc="score columns S (the row's blocks are at most S)"),
                Axis(name="rows_x_heads", kind="int", lo=1, doc="T · H"),
            ),
-           rules=INDEX_PREFILL_TOPK_RULES),
+           rules=INDEX_PREFILL_TOPK_RULES, variants=("index_prefill_topk",)),
     Policy(name="index_prefill", family="index_prefill",
            doc="the one-call entry: streaming scorer + selector, or the two kernels "
                "(variant index_prefill: each from its own table)",
@@ -327,5 +327,5 @@ SPECS += [
                Axis(name="topk", kind="int", lo=1, hi=MAX_TOPK,
                     doc="blocks selected per row (streaming keeps next_pow2(topk) keys per "
                         "lane: at most its topk_tile)"),),
-           rules=INDEX_PREFILL_RULES),
+           rules=INDEX_PREFILL_RULES, variants=("index_prefill_stream", "index_prefill")),
 ]

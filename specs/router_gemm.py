@@ -11,7 +11,7 @@ data file (specs/measured/<target>.json, measured by tools/tune); generic is a c
 default.
 """
 from codegen.families.router_gemm import RouterGemmFamily, RouterGemmShape
-from codegen.model import TensorContract
+from codegen.model import SpecError, TensorContract
 from codegen.policy import Buckets
 
 from .measured_targets import TARGETS
@@ -81,3 +81,19 @@ SPECS = (
                     weight_dtype="bf16", max_tokens=9,
                     launch={"gfx950": GENERIC_9, **measured(7168, 896), "generic": GENERIC_9}),
 )
+
+
+def _rows_of_declared_shapes():
+    """Every measured router row is for a declared weight shape (the rows of any other shape
+    would be read by nothing)."""
+    declared = {(s.hidden_size, s.num_experts) for s in SPECS if isinstance(s, RouterGemmShape)}
+    for target in TARGETS.values():
+        for row in target.rows("router_gemm"):
+            if row.when["shape"] not in declared:
+                raise SpecError(row.loc, f"measured target {target.name}", "shape",
+                                f"{list(row.when['shape'])} is not a weight shape "
+                                f"specs/router_gemm.py declares (declared: "
+                                f"{', '.join(f'{h}x{e}' for h, e in sorted(declared))})")
+
+
+_rows_of_declared_shapes()

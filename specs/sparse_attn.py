@@ -328,12 +328,14 @@ def axes(extra_doc, decode=True):
 SPECS += [
     Policy(name="sparse_attn_decode", family="sparse_attn",
            doc="decode sparse attention: splits of each row's block list",
-           axes=axes("T = R · decode_query_len"), rules=DECODE_RULES),
+           axes=axes("T = R · decode_query_len"), rules=DECODE_RULES,
+           variants=("sparse_attn_split",)),
     Policy(name="sparse_attn_prefill", family="sparse_attn",
            doc="prefill sparse attention: per token (splits of each row's list) or query-tiled",
            axes=axes("T prefill tokens", decode=False),
-           rules=PREFILL_RULES),
+           rules=PREFILL_RULES, variants=("sparse_attn_split", "sparse_attn_tiled")),
     Policy(name="sparse_decode_step", family="sparse_attn",
            doc="sparse_decode_step: how many of the attention's programs may share an SM",
-           axes=axes("T = R · decode_query_len"), rules=step_rules()),
+           axes=axes("T = R · decode_query_len"), rules=step_rules(),
+           variants=("sparse_attn",)),
 ]

@@ -990,16 +990,54 @@ POLICY_OPEN = "SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axe
      "    Axis(name='n', kind='int', lo=8, hi=4, doc='count')),\n"
      "    rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),)))\n",
      "spec 'Axis n', field 'hi': must be ≥ lo (8), got 4"),
+    ("SPECS = (variant(params=(Param(name='block', kind='int', minimum=64, maximum=8),)),)\n",
+     "spec 'Param block', field 'maximum': must be ≥ minimum (64), got 8"),
+    ("SPECS = (variant(params=(Param(name='block', kind='float'),)),)\n",
+     "spec 'Param block', field 'kind': must be one of int, bool, got 'float'"),
+    ("from codegen.model import Hardware\n"
+     "SPECS = (Hardware(name='tpu', vendor='intel', description='d'),)\n",
+     "spec 'Hardware tpu', field 'vendor': must be one of amd, nvidia, any, got 'intel'"),
+    ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=(AXES[0],\n"
+     "    Axis(name='d', kind='set', doc='dim')),\n"
+     "    rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),)))\n",
+     "spec 'Axis d', field 'kind': must be one of enum, int, got 'set'"),
+    ("SPECS = (variant(), Policy(name='toy', family='toy', doc='d', axes=(AXES[0],\n"
+     "    Axis(name='d', kind='enum', values='abc', doc='dim')),\n"
+     "    rules=(Rule(when={}, variant='toy_a', params=dict(block=2)),)))\n",
+     "spec 'Axis d', field 'values': must be tuple, got str 'abc'"),
+    (POLICY_OPEN + "    Rule(when={}, variant='toy_a', by=Buckets(axis='n', rows=(\n"
+     "        (True, 8, dict(block=2)), (9, None, dict(block=4))))),)))\n",
+     "spec 'Buckets', field 'rows': rows must be (lo, hi or None, {params}), got (True, 8"),
+    ("SPECS = (variant(), variant(name='toy_b'), Policy(name='toy', family='toy', doc='d',\n"
+     "    axes=AXES, variants=('toy_a',),\n"
+     "    rules=(Rule(when={}, variant='toy_b', params=dict(block=2)),)))\n",
+     "spec 'Rule', field 'variant': policy 'toy' picks one of toy_a, got 'toy_b'"),
 ], ids=["bool-for-int", "upper-case-name", "non-identifier-name", "positional-field",
         "rank", "unknown-dtype", "output-outside", "output-unnormalized", "output-not-a-module",
         "constant-inf", "constant-nan", "enum-unhashable", "between-str", "bucket-outside",
         "capability-short", "alias-upper-case", "constant-twice", "param-twice",
         "bad-default", "param-above-maximum", "param-none", "param-unknown",
-        "axis-values-twice", "axis-hi-below-lo"])
+        "axis-values-twice", "axis-hi-below-lo", "param-maximum-below-minimum",
+        "param-kind", "hardware-vendor", "axis-kind", "axis-values-a-string",
+        "bucket-bool-bound", "variant-not-the-policys"])
 def test_more_bad_specs_fail_at_load_time(spec_copy, body, expected):
     message = _load_with(spec_copy, BAD_VARIANT_HEADER + body)
     assert expected in message, message
     assert "zz_bad.py:" in message, message
+
+
+def test_a_variant_without_its_template_is_refused_at_the_variant(spec_copy):
+    """(when the package is rendered: the template folder is the renderer's)"""
+    (spec_copy / "zz_bad.py").write_text(
+        BAD_VARIANT_HEADER + "SPECS = (variant(template='missing.py.j2'), Policy(name='toy', "
+        "family='toy', doc='d', axes=AXES, rules=(Rule(when={}, variant='toy_a', "
+        "params=dict(block=2)),)))\n")
+    with pytest.raises(SpecError) as info:
+        render.artifacts(registry.load(str(spec_copy)))
+    message = str(info.value)
+    assert re.search(r"zz_bad\.py:\d+ \(via :\d+\): spec 'Variant toy_a', field 'template': "
+                     r"no template "
+                     r"'missing\.py\.j2' in codegen/templates/", message), message
 
 
 def test_spec_error_names_the_top_level_line_through_nested_helpers(spec_copy):
@@ -1157,7 +1195,7 @@ def test_an_outside_region_in_a_family_checked_policy_loads(spec_copy):
     their reason."""
     path = spec_copy / "index_decode.py"
     text = path.read_text()
-    old = "           rules=INDEX_TOPK_RULES),"
+    old = "           rules=INDEX_TOPK_RULES, variants=(\"index_topk_fused\",)),"
     assert text.count(old) == 1
     path.write_text(text.replace(old, (
         "           rules=[r for r in INDEX_TOPK_RULES if r.when.get('hardware') != 'generic']\n"

@@ -350,16 +350,31 @@ def test_decode_query_lengths_tile_each_inputs_rows(change, rule):
      "missing (each row gives q_dtype, cache_dtype, head_dim, num_heads, max_q"),
     ('"winner": {', '"winner": 7, "w": {', '"winner": 7', "", "measured.winner",
      "must be an object with 'us', got 7"),
+    ('"winner": {', '"winner": false, "w": {', '"winner": false', "", "measured.winner",
+     "must be an object with 'us', got False"),
+    (FIRST_US, FIRST_US[:FIRST_US.rindex(" ") + 1] + "1e999", FIRST_SCORE, FIRST_LABEL,
+     f"measured.winner.us.R1 Q1 mb64.{FIRST_RUN}", "must be a positive number of µs, got inf"),
+    (FIRST_US, FIRST_US[:FIRST_US.rindex(" ") + 1] + "NaN", FIRST_SCORE, "", None,
+     "not valid JSON: NaN is not a number JSON allows"),
+    ('  "provenance": {\n', '  "provenance": {\n    "extra": 1,\n', '"extra"', "",
+     "provenance.extra", "unknown key (known: runs, tunes)"),
+    ('"sections": [\n', '"sections": [\n          "bogus",\n', '"sections"', "",
+     "provenance.tunes.sections",
+     "must list the sections tuned (of router, decode, prefill, attention)"),
+    ('"runs": {\n', '"runs": {\n      "GPU-bogus": 5,\n', '"GPU-bogus"', "",
+     "provenance.runs.GPU-bogus",
+     "must be an object of the run's facts naming its 'machine' and 'date', got 5"),
 ], ids=["unknown-top-key", "format", "unknown-hardware-key", "zero-us", "default-with-measured",
-        "empty-range", "infinity", "missing-axis", "winner-not-an-object"])
+        "empty-range", "infinity", "missing-axis", "winner-not-an-object", "winner-false",
+        "infinite-us", "nan", "unknown-provenance-key", "unknown-section", "run-not-an-object"])
 def test_more_errors_name_file_line_and_rule(text, old, new, at, label, field, rule):
     assert text.count(old) >= 1, old
     bad = text.replace(old, new, 1)
     with pytest.raises(SpecError) as info:
         measured.loads(bad, SM90)
     message = str(info.value)
-    line = 1 if field is None else _line_of(bad, at)
-    assert message.startswith(f"specs/measured/sm_90.json:{line}"), message
+    line = _line_of(bad, at)  # (a JSON error: the line of the value)
+    assert re.match(rf"specs/measured/sm_90\.json:{line}[: ]", message), message
     assert label in message and "spec 'measured target sm_90'" in message, message
     if field:
         assert f"field '{field}'" in message, message
@@ -411,9 +426,105 @@ def test_a_tune_naming_runs_it_does_not_describe_is_refused(runs):
         measured.loads(bad, SM90)
     message = str(info.value)
     tunes = _line_of(bad, '"tunes": [')
-    assert re.match(rf"specs/measured/sm_90\.json:{tunes + 1}: ", message), message
-    assert "field 'provenance.tunes': each tune names its 'sections' and the 'runs'" in message, \
+    runs_key = bad[:bad.index('"runs": ', bad.index('"tunes": ['))].count("\n") + 1
+    assert tunes < runs_key and re.match(rf"specs/measured/sm_90\.json:{runs_key}: ", message), \
         message
+    assert "field 'provenance.tunes.runs': must list the runs the tune chose from, each " \
+        "described in provenance.runs" in message, message
+
+
+def test_a_row_that_is_not_an_object_is_refused_at_its_table():
+    data = measured.read(SM90)
+    data["index_topk"][0] = [0, 64]
+    bad = json.dumps(data, indent=1)
+    with pytest.raises(SpecError) as info:
+        measured.loads(bad, SM90)
+    line = _line_of(bad, '"index_topk": [')
+    assert str(info.value).startswith(
+        f"specs/measured/sm_90.json:{line}: spec 'measured "
+        f"target sm_90', field 'index_topk': row 1 must be an object, got [0, 64]"), \
+        str(info.value)
+
+
+def test_a_tune_without_runs_is_refused():
+    data = measured.read(SM90)
+    del data["provenance"]["tunes"][0]["runs"]
+    with pytest.raises(SpecError, match="field 'provenance.tunes.runs': must list the runs"):
+        measured.loads(measured.dumps(data), SM90)
+
+
+def test_a_data_file_that_is_not_utf8_is_refused_at_its_line(tmp_path):
+    raw = open(SM90, "rb").read().replace(b'"description": "', b'"description": "\xff', 1)
+    path = tmp_path / "sm_90.json"
+    path.write_bytes(raw)
+    line = raw[:raw.index(b"\xff")].count(b"\n") + 1
+    with pytest.raises(SpecError, match=rf"sm_90\.json:{line}: spec 'measured target sm_90': "
+                                        r"not valid UTF-8"):
+        measured.load_file(str(path))
+
+
+def _load_bad_copy(spec_copy, text, old, new, count=1):
+    assert old in text, old
+    bad = text.replace(old, new, count)
+    (spec_copy / "measured" / "sm_90.json").write_text(bad)
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    return bad, str(info.value)
+
+
+def test_a_row_naming_a_variant_its_table_does_not_pick_is_refused_at_the_row(spec_copy, text):
+    """Each table picks among its policy's variants: a decode attention row naming the
+    query-tiled (prefill) kernel, or a fused scorer row with the split scorer's parameters,
+    is refused at the row (the fused row before its topk fallback reads them)."""
+    row = re.search(r'\{"q_dtype": "bf16", "kv_dtype": "bf16"[^\n]*"query_len"[^\n]*?"variant": '
+                    r'"sparse_attn_split"', text).group(0)
+    bad, message = _load_bad_copy(spec_copy, text, row,
+                                  row.replace("sparse_attn_split", "sparse_attn_tiled"))
+    assert message.startswith(f"specs/measured/sm_90.json:{_line_of(bad, row[:60])} "), message
+    assert "field 'variant': policy 'sparse_attn_decode' picks one of sparse_attn_split, got " \
+        "'sparse_attn_tiled'" in message, message
+    bad, message = _load_bad_copy(spec_copy, text, FIRST_SCORE + ', "variant": "index_score_split"',
+                                  FIRST_SCORE + ', "variant": "index_decode_fused"')
+    assert message.startswith(f"specs/measured/sm_90.json:{_line_of(bad, FIRST_SCORE)} "), message
+    assert "variant 'index_decode_fused' has no launch parameter 'high_batch'" in message, message
+
+
+def test_router_rows_of_an_undeclared_shape_are_refused(spec_copy):
+    """(a whole group of rows for it: rows nothing would read)"""
+    data = measured.read(SM90)
+    shape = [int(ROUTER_LABEL[0]), int(ROUTER_LABEL[1])]
+    data["router_gemm"] += [dict(r, shape=[1024, 8]) for r in data["router_gemm"]
+                            if r["shape"] == shape and r["x_dtype"] == ROUTER_LABEL[2]]
+    bad = measured.dumps(data)
+    (spec_copy / "measured" / "sm_90.json").write_text(bad)
+    with pytest.raises(SpecError) as info:
+        registry.load(str(spec_copy))
+    message = str(info.value)
+    assert "field 'shape': [1024, 8] is not a weight shape specs/router_gemm.py declares" \
+        in message, message
+    assert message.startswith(f"specs/measured/sm_90.json:{_line_of(bad, '[1024, 8]')} "), \
+        message
+
+
+
+def test_a_gap_names_the_rows_next_to_it(spec_copy, text):
+    """A gap the rows leave along an axis the loader does not tile (max_block of a selector
+    row) is reported by the policy's proof, naming the data file's rows around it."""
+    old = '{"max_block": [0, 64], "rows_x_heads"'
+    bad, message = _load_bad_copy(spec_copy, text, old, old.replace("[0, 64]", "[1, 64]"),
+                                  count=-1)
+    assert "gap: no rule covers hardware=sm_90, topk=16, max_block=0, rows_x_heads=1" in message
+    assert re.search(r"rules next to it: specs/measured/sm_90\.json:\d+ \(index_topk row sm_90: "
+                     r"max_block 1\.\.64, rows_x_heads 1\.\.2\) \(all but max_block\)", message), \
+        message
+
+
+def test_an_alias_repeating_a_target_name_is_the_aliasing_targets_error(spec_copy, text):
+    bad, message = _load_bad_copy(spec_copy, text, '"aliases": ["', '"aliases": ["generic", "')
+    line = _line_of(bad, '"hardware"')
+    assert message.startswith(f"specs/measured/sm_90.json:{line}"), message
+    assert "spec 'Hardware sm_90', field 'aliases': alias 'generic' already names 'generic'" \
+        in message, message
 
 
 def test_a_retune_changes_only_its_rows_in_the_generated_dispatch(spec_copy):

@@ -22,10 +22,10 @@ if __package__ in (None, ""):  # `python3 tools/tune` — run as the package ins
 from . import ROOT  # noqa: E402  (sets sys.path for tools/common.py)
 
 import common  # noqa: E402
-from codegen.measured import SCORE_INPUTS as INPUT_AXES  # noqa: E402
+from codegen.measured import SCORE_INPUTS as INPUT_AXES, TUNE_SECTIONS  # noqa: E402
 
 RUN_FORMAT = "kspec-tune-run/2"  # /2: decode buckets name their inputs
-SECTIONS = ("router", "decode", "prefill", "attention")
+SECTIONS = TUNE_SECTIONS  # (the data file's provenance checks its tunes name these)
 WARM_TIMEOUT_S = 300.0  # the compile warm-up's bound (seconds)
 
 
