@@ -1146,3 +1146,62 @@ def test_launch_rules_are_the_specs_params():
             assert all(r.minimum == p.minimum and r.maximum == p.maximum
                        for p in v.params if p.kind == "int" for r in [got[v.name][p.name]])
     assert set(got) == {v.name for v in reg.variants.values() if v.params}
+
+
+def test_the_table_builder_takes_a_most_negative_seq_len_as_empty():
+    """seq_len −2³¹ with Q 2: positions seq_len − Q + i would wrap in int32 to ~2³¹ (every id
+    valid, the attention table read past its width); a negative seq_len counts as 0: zero rows
+    and contexts, whatever the ids."""
+    seq_lens = torch.tensor([-(1 << 31)], dtype=torch.int32, device=DEVICE)
+    attn = torch.tensor([[7, 8, 9]], dtype=torch.int32, device=DEVICE)
+    ids = torch.tensor([[[0, 1, 2, -1], [16_000_000, 0, -1, -1]]], dtype=torch.int32,
+                       device=DEVICE)
+    table, ctx = generated.build_sparse_block_table_decode(ids, attn, seq_lens, 2, 8)
+    assert not table.any() and ctx.tolist() == [0, 0]
+
+
+def test_the_table_builder_refuses_what_its_kernel_cannot_address():
+    """topk past MAX_TOPK (the kernel's tile) names topk_idx; a seq_lens view whose elements
+    lie 2³¹ apart (int32 offsets along it) names seq_lens."""
+    attn = torch.zeros((1, 4), dtype=torch.int32, device=DEVICE)
+    lens = torch.tensor([300], dtype=torch.int32, device=DEVICE)
+    wide = torch.full((1, 1, 1), -1, dtype=torch.int32, device=DEVICE).expand(1, 1, 513)
+    with pytest.raises(ValueError, match=r"^topk_idx: must be \[1, total_q, topk ≤ 512\]"):
+        generated.build_sparse_block_table_decode(wide, attn, lens)
+    S = (1 << 30) + 16
+    strided = virtual_tensor(2 * S + 1, torch.int32).as_strided((3,), (S,))
+    ids = torch.full((1, 3, 4), -1, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="^seq_lens: strides"):
+        generated.build_sparse_block_table_decode(ids, attn.expand(3, 4), strided)
+
+
+def test_ids_index_decode_would_make_past_int32_offsets_are_refused():
+    """Without out, index_decode makes the ids [H, total_q, topk]; where they pass int32
+    offsets (as a given out of that shape would) the call is refused naming idx_q, before
+    anything is allocated (inputs broadcast: a few bytes)."""
+    H, topk, D, total_q = 4, 512, 16, 1_400_000
+    q = torch.zeros((1, H, D), dtype=torch.bfloat16, device=DEVICE).expand(total_q, H, D)
+    cache = torch.zeros((1, 128, D), dtype=torch.bfloat16, device=DEVICE)
+    table = torch.zeros((1, 1), dtype=torch.int32, device=DEVICE).expand(total_q, 1)
+    lens = torch.full((1,), 100, dtype=torch.int32, device=DEVICE).expand(total_q)
+    with pytest.raises(ValueError, match=r"^idx_q: the ids of its H · total_q = 4 · 1400000 "
+                                         r"rows at topk 512"):
+        generated.index_decode(q, cache, table, lens, 128, topk, 0, 1, H, 1, 1)
+
+
+def test_the_prefill_selector_refuses_more_heads_than_its_grid_holds():
+    score = torch.zeros((65536, 1, 16), device=DEVICE)
+    cu = torch.tensor([0, 1], dtype=torch.int32, device=DEVICE)
+    pre = torch.tensor([0], dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="^score: at most 65535 heads"):
+        generated.index_prefill_topk(score, cu, pre, 1, 4, 0, 1)
+
+
+def test_explain_reports_no_launch_at_a_capacity_of_zero_blocks():
+    """max_seq_len 0 (max_block 0): index_decode launches nothing, index_prefill's two-kernel
+    path only the selector; explain says so."""
+    info = generated.explain_index_decode("generic", "bf16", "bf16", 16, 2, 0, 2, 1, 4, 1)
+    assert info["scorer"] is None and info["kv_chunks"] is None and info["topk_chunks"] is None
+    info = generated.explain_index_prefill("generic", "bf16", "bf16", 16, 1, 2, 0, 4)
+    assert info["path"] == "two_kernels" and info["block_m"] is None \
+        and info["score_rule"] is None and info["block_k"] is not None

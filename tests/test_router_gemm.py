@@ -776,6 +776,33 @@ def test_splitk_tf32x3_bf16_weight(dtype_name):
     assert not splitk_counter(x.device).any()
 
 
+@pytest.mark.parametrize("dtype_name,w_16", [("fp32", False), ("bf16", False), ("fp32", True)])
+def test_splitk_tf32x3_non_finite_hidden_states_give_linears_values(dtype_name, w_16):
+    """A ±inf or NaN hidden state gives F.linear's ±inf / NaN logits in the tf32x3 kernel
+    (its remainder and its head against the weight's remainder are left out: inf − inf and
+    inf · 0 would be NaN), including against weight columns exact in TF32 (zero remainder);
+    the other rows keep their bounds."""
+    (K, N), M = (3072, 256), 6
+    w_dtype = torch.bfloat16 if w_16 else torch.float32
+    if w_16:
+        (K, N) = BF16_WEIGHT_SHAPES[0]
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], w_dtype=w_dtype,
+                       seed=seed_of("splitk-inf", dtype_name, w_16))
+    w = w.clone()
+    w[:, :4] = w[:, :4].to(torch.bfloat16).to(w_dtype)  # TF32-exact columns: zero remainder
+    x = x.clone()
+    x[0, 1], x[1, 2], x[2, 3], x[3, 1], x[3, 2] = (float("inf"), float("-inf"), float("nan"),
+                                                  float("inf"), float("-inf"))
+    params = splitk_params(M, block_n=64, block_k=512, split_k=2, tf32x3=True)
+    out = run_splitk(x, w, params).cpu()
+    want = torch.nn.functional.linear(x.double().cpu(), w.double().cpu())
+    for row in range(4):
+        assert torch.equal(torch.isnan(out[row]), torch.isnan(want[row])), row
+        inf = torch.isinf(want[row])
+        assert torch.equal(out[row][inf], want[row][inf].float()), row
+    check_logits(out[4:].to(x.device), x[4:], w)
+
+
 def test_router_gemm_dispatches_splitk_rows(monkeypatch, kernel_spy):
     """A table row naming the split-K variant launches the split-K kernel with its params
     (independent of which buckets the current tables give to it)."""
