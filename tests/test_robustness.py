@@ -1195,13 +1195,3 @@ def test_the_prefill_selector_refuses_more_heads_than_its_grid_holds():
     pre = torch.tensor([0], dtype=torch.int32, device=DEVICE)
     with pytest.raises(ValueError, match="^score: at most 65535 heads"):
         generated.index_prefill_topk(score, cu, pre, 1, 4, 0, 1)
-
-
-def test_explain_reports_no_launch_at_a_capacity_of_zero_blocks():
-    """max_seq_len 0 (max_block 0): index_decode launches nothing, index_prefill's two-kernel
-    path only the selector; explain says so."""
-    info = generated.explain_index_decode("generic", "bf16", "bf16", 16, 2, 0, 2, 1, 4, 1)
-    assert info["scorer"] is None and info["kv_chunks"] is None and info["topk_chunks"] is None
-    info = generated.explain_index_prefill("generic", "bf16", "bf16", 16, 1, 2, 0, 4)
-    assert info["path"] == "two_kernels" and info["block_m"] is None \
-        and info["score_rule"] is None and info["block_k"] is not None
