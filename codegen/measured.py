@@ -444,7 +444,7 @@ def _check_span(f: _File, axis: str, members: list, lo: int, open_ended: bool,
 
 
 def _check_provenance(f: _File, prov, line: int) -> None:
-    """provenance: {"runs": label → the run's facts (an object naming its machine and date),
+    """provenance: {"runs": label → the run's facts (an object naming its machine),
     "tunes": [each tune's command, date, sections (of TUNE_SECTIONS) and the runs it chose
     from]}."""
     if not (isinstance(prov, _Obj) and isinstance(prov.get("runs"), _Obj)
@@ -456,11 +456,9 @@ def _check_provenance(f: _File, prov, line: int) -> None:
             f.fail(prov.key_lines[key], f"provenance.{key}", "unknown key (known: runs, tunes)")
     runs = prov["runs"]
     for label, facts in runs.items():
-        if not (isinstance(facts, _Obj) and all(isinstance(facts.get(k), str)
-                                                for k in ("machine", "date"))):
+        if not (isinstance(facts, _Obj) and isinstance(facts.get("machine"), str)):
             f.fail(getattr(facts, "line", runs.key_lines[label]), f"provenance.runs.{label}",
-                   f"must be an object of the run's facts naming its 'machine' and 'date', got "
-                   f"{facts!r}")
+                   f"must be an object of the run's facts naming its 'machine', got {facts!r}")
     for tune in prov["tunes"]:
         where = getattr(tune, "line", prov.key_lines["tunes"])
         if not isinstance(tune, _Obj):

@@ -363,7 +363,7 @@ def test_decode_query_lengths_tile_each_inputs_rows(change, rule):
      "must list the sections tuned (of router, decode, prefill, attention)"),
     ('"runs": {\n', '"runs": {\n      "GPU-bogus": 5,\n', '"GPU-bogus"', "",
      "provenance.runs.GPU-bogus",
-     "must be an object of the run's facts naming its 'machine' and 'date', got 5"),
+     "must be an object of the run's facts naming its 'machine', got 5"),
 ], ids=["unknown-top-key", "format", "unknown-hardware-key", "zero-us", "default-with-measured",
         "empty-range", "infinity", "missing-axis", "winner-not-an-object", "winner-false",
         "infinite-us", "nan", "unknown-provenance-key", "unknown-section", "run-not-an-object"])

@@ -264,7 +264,7 @@ def test_router_ablation_smoke_builds_and_times_every_variant(tmp_path):
     assert all(set(r["us"]) == common | {"no_x", "no_w", "no_loads"} for r in report[:4])
     assert all(set(r["us"]) == common | {"sk_partials_only", "sk_relaxed", "sk_one_partial",
                                          "sk_tf32", "sk_no_loads", "sk_one_chain",
-                                         "sk_builtin"}
+                                         "sk_builtin", "sk_unguarded"}
                for r in report[4:])
     # the split-K rows cover every x · w dtype pair (each branch of the products, the correct
     # variants checked against the kernel)
