@@ -331,7 +331,8 @@ def test_per_token_v_scales_2_30_apart_keep_the_small_scales_share(q_dtype, kv_d
     out = torch.full(q.shape, float("nan"), dtype=torch.float32, device=DEVICE)
     generated.sparse_attn_decode(*(t.to(DEVICE) for t in (q, kv, ids, table, lens)), Hkv, 1.0,
                                  out, 1, **kw)
-    ref = ref_sparse_attn(q, kv, ids, table, [(0, 1, 2)], Hkv, 1.0, **kw)
+    ref = ref_sparse_attn(q, kv, ids, table, [(0, 1, 2)], Hkv, 1.0,
+                          **{k: v.cpu() for k, v in kw.items()})
     assert float(ref.abs().min()) > 1.5  # both keys' shares count
     # (two keys: each weight's 16-bit rounding sets the error, not vLLM's mean bound)
     torch.testing.assert_close(out.double().cpu(), ref, rtol=2 ** -7, atol=0)
