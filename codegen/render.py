@@ -40,21 +40,37 @@ def environment() -> jinja2.Environment:
     return env
 
 
+# json.dumps(..., sort_keys=True) without making an encoder per call
+_sort_key = json.JSONEncoder(sort_keys=True).encode
+# attrs classes met by `canonical`, each with its field names (looked up once per class)
+_ATTRS_FIELDS: dict = {}
+
+
 def canonical(obj: Any) -> Any:
     """JSON-able canonical form of specs and contexts (sorted keys, explicit types)."""
-    if attrs.has(type(obj)):
-        out = {"__type__": type(obj).__name__}
-        for a in attrs.fields(type(obj)):
-            out[a.name] = canonical(getattr(obj, a.name))
+    kind = type(obj)
+    # the plain leaves first: they are most of a context
+    if obj is None or kind is str or kind is int or kind is bool:
+        return obj
+    if kind is float:
+        return {"__float__": repr(obj)}
+    if kind not in _ATTRS_FIELDS:
+        _ATTRS_FIELDS[kind] = tuple(a.name for a in attrs.fields(kind)) \
+            if attrs.has(kind) else None
+    names = _ATTRS_FIELDS[kind]
+    if names is not None:
+        out = {"__type__": kind.__name__}
+        for name in names:
+            out[name] = canonical(getattr(obj, name))
         return out
     if isinstance(obj, dict):
         return {"__dict__": sorted(([canonical(k), canonical(v)] for k, v in obj.items()),
-                                   key=lambda kv: json.dumps(kv[0], sort_keys=True))}
+                                   key=lambda kv: _sort_key(kv[0]))}
     if isinstance(obj, (list, tuple)):
         return [canonical(v) for v in obj]
     if isinstance(obj, float):
         return {"__float__": repr(obj)}
-    if obj is None or isinstance(obj, (bool, int, str)):
+    if isinstance(obj, (bool, int, str)):
         return obj
     return str(obj)
 
@@ -224,34 +240,41 @@ def artifacts(reg: Registry) -> list[Artifact]:
     return out
 
 
-def declared_exports(text: str) -> tuple:
-    """The names a generated module's ``__all__`` lists (its template declares its public API)."""
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            return tuple(ast.literal_eval(node.value))
-    return ()
-
-
-def exported_on_first_use(text: str) -> bool:
-    """Whether a generated module sets ``_EXPORT_ON_FIRST_USE = True`` (the literal, plain or
-    annotated): the package imports it when one of its names is first used, not at the
-    package's import."""
+def module_exports(text: str) -> tuple[tuple, bool]:
+    """What a generated module exports, from one parse of its text: the names its ``__all__``
+    lists (its template declares its public API), and whether it sets
+    ``_EXPORT_ON_FIRST_USE = True`` (the literal, plain or annotated): the package then imports
+    it when one of its names is first used, not at the package's import."""
+    if "__all__" not in text and "_EXPORT_ON_FIRST_USE" not in text:
+        return (), False  # (the dispatch tables: a megabyte not worth parsing)
+    names = on_first_use = None  # each the module's first assignment of it
     for node in ast.parse(text).body:
         targets = node.targets if isinstance(node, ast.Assign) else \
             [node.target] if isinstance(node, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == "_EXPORT_ON_FIRST_USE" for t in targets):
-            return isinstance(node.value, ast.Constant) and node.value.value is True
-    return False
+        ids = {t.id for t in targets if isinstance(t, ast.Name)}
+        if "__all__" in ids and isinstance(node, ast.Assign) and names is None:
+            names = tuple(ast.literal_eval(node.value))
+        if "_EXPORT_ON_FIRST_USE" in ids and on_first_use is None:
+            on_first_use = isinstance(node.value, ast.Constant) and node.value.value is True
+    return names or (), bool(on_first_use)
+
+
+def declared_exports(text: str) -> tuple:
+    """The names a generated module's ``__all__`` lists."""
+    return module_exports(text)[0]
 
 
 def package_init(reg: Registry, files: dict) -> Artifact:
     """generated/__init__.py: re-exports what each module declares in ``__all__``, at import
     or (``_EXPORT_ON_FIRST_USE``) on first use."""
-    exports = [{"module": path[:-3].replace("/", "."), "names": list(names),
-                "on_first_use": exported_on_first_use(text)}
-               for path, text in sorted(files.items())
-               if path.endswith(".py") and (names := declared_exports(text))]
+    exports = []
+    for path, text in sorted(files.items()):
+        if not path.endswith(".py"):
+            continue
+        names, on_first_use = module_exports(text)
+        if names:
+            exports.append({"module": path[:-3].replace("/", "."), "names": list(names),
+                            "on_first_use": on_first_use})
     return Artifact(path="__init__.py", template="__init__.py.j2",
                     specs=tuple((v.name, _where(v)) for v in reg.variants.values()),
                     context={"exports": exports})
