@@ -32,9 +32,14 @@ def literal(value: Any) -> str:
     raise TypeError(f"cannot lower {value!r} to a literal")
 
 
+def tuple_source(items: list) -> str:
+    """Python source of a tuple of the given expressions (one item keeps its comma)."""
+    return f"({items[0]},)" if len(items) == 1 else "(" + ", ".join(items) + ")"
+
+
 def lower_contract(t) -> dict:
     return {"name": t.name, "rank": t.rank, "contiguous": literal(t.contiguous),
-            "dtypes": "(" + ", ".join(TORCH_DTYPES[d] for d in t.dtypes) + ",)",
+            "dtypes": tuple_source([TORCH_DTYPES[d] for d in t.dtypes]),
             "dtype": TORCH_DTYPES[t.dtypes[0]],
             "dtype_names": " or ".join(TORCH_DTYPES[d].split(".")[1] for d in t.dtypes),
             "doc": t.doc}

@@ -19,7 +19,7 @@ from .policy import Between, FlatRule, Policy
 from .registry import Registry, hardware_aliases
 from .capabilities import (FP8_CVT_CAPABILITY, PDL_CAPABILITY, TF32_CAPABILITY,
                            TMA_CAPABILITY)
-from .lower import TORCH_DTYPES, literal
+from .lower import TORCH_DTYPES, literal, tuple_source
 from .model import SpecError
 from .targets import source as target_naming_source
 
@@ -164,8 +164,8 @@ def lower_policy(policy: Policy, rules: tuple) -> dict:
                   "domain": literal(a.values) if a.kind == "enum" else literal((a.lo, a.hi))}
                  for a in policy.axes],
         "axis_names": literal(tuple(a.name for a in policy.axes)),
-        "domains": "(" + ", ".join(literal(a.values) if a.kind == "enum" else
-                                   literal(Between(a.lo, a.hi)) for a in policy.axes) + ",)",
+        "domains": tuple_source([literal(a.values) if a.kind == "enum" else
+                                 literal(Between(a.lo, a.hi)) for a in policy.axes]),
         "rows": [lower_rule(policy, r) for r in rules],
         "md_rows": [{"index": r.index, "conds": [_md_cond(c) for c in r.conds],
                      "variant": r.variant or "outside the domain",
