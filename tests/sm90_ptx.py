@@ -100,7 +100,7 @@ def main():
              "attention_any": attention("any"), "attention_ids": attention("ids"),
              "attention_plain": attention("none"),
              "attention_merge_kernel": attention("ids", True),
-             "attention_ids_table_first": attention("ids", table_held=256),
+             "attention_ids_table_first": attention("ids", table_held=sparse_attn.TABLE_FIRST_MAX),
              "merge_pdl": attention_merge(True), "merge_plain": attention_merge(False),
              "scorer_dependents": scorer(True), "scorer_plain": scorer(False)}
     facts = {name: {i: i in ptx for i in INSTRUCTIONS} for name, ptx in cases.items()}

@@ -183,18 +183,20 @@ def sparse_attn_module(source=None, variant=None):
 def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps=4, stages=2,
               merge_kernel=False, q="bf16", cache="bf16", topk=16, tma=False,
               table_first=False, scales="none", pairs_desc=False, mode="decode",
-              table_held=256):
+              table_held=None):
     """The sparse-attention split kernel (decode) at one launch, on a contiguous
     [pages, 2, 128, Hkv, D] cache of ``cache``'s type (the products taken as the launcher
     takes them on an H200: `sparse_attn.products`), its head lanes padded as the launcher
     pads them; ``tma``:
     its tiles through a tensor descriptor of the cache (`kv_tma_layout`); ``table_first``: the
-    row's table read before the ids (``table_held`` entries, 256: a 32k context's); ``scales``: none, scalar
-    or per_token (K and V scales of an fp8 cache); ``pairs_desc``: that descriptor over an fp8
+    row's table read before the ids (``table_held`` entries; default as the launcher holds them,
+    `sparse_attn.table_held`: TABLE_FIRST_MAX); ``scales``: none, scalar or per_token (K and V scales of an fp8 cache); ``pairs_desc``: that descriptor over an fp8
     cache viewed as 16-bit pairs (attn_ablation's k_pairs_tma); ``mode``: decode or prefill
     rows."""
     from generated import sparse_attn
 
+    if table_held is None:
+        table_held = sparse_attn.TABLE_FIRST_MAX
     gh = group // min(head_split, group)
     gp = max(sparse_attn.MIN_DOT_ROWS, 1 << (gh - 1).bit_length())
     merge_kernel = merge_kernel and splits > 1
