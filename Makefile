@@ -14,7 +14,18 @@ $(STAMP): requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile -r requirements-dev.txt
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -c "$$WARM_IMPORTS"
 	touch $(STAMP)
+
+# Byte-code for the installed modules a test run imports, written once: where the environment
+# sets PYTHONDONTWRITEBYTECODE, every process (each xdist worker, each tool or CLI a test runs)
+# would compile torch's modules again on import, 3 s of a 4 s import. torch.compile's own
+# imports (the aot_eager tests) come with one tiny compiled call.
+define WARM_IMPORTS
+import numpy, attr, jinja2, pytest, xdist, torch, triton.runtime.interpreter
+torch.compile(torch.neg, backend="aot_eager")(torch.ones(2))
+endef
+export WARM_IMPORTS
 
 setup: $(STAMP)
 
