@@ -308,7 +308,7 @@ def _byte_high(x):
 _K_TMA = "        k = _tma_tile(kv_desc, page, 0, t0, kv_head, offs_t.shape[0], D).to(q.dtype)\n"
 _K_LOAD = "        k = tl.load(base + kv_offs).to(q.dtype)\n"
 # (16-bit tiles of the split kernel: rows below the page not read)
-_K_MASKED = ("    elif MASK_BELOW_PAGE:\n"
+_K_MASKED = ("    elif ENDS_AT_LAST:\n"
              "        on_page = tl.arange(0, offs_t.shape[0]) + t0 >= 0\n"
              "        k = tl.load(base + kv_offs, mask=on_page[:, None], other=0.0).to(q.dtype)\n")
 _DEF_KEY = "@triton.jit\ndef _key_scores("
@@ -337,7 +337,8 @@ VARIANTS["k_byte"] = _k_edits("_byte_high", 1.0)
 VARIANTS["p16_acc"] = [(") * back,\n", "),\n"), (") * back)\n", "))\n"),
                        ("FP8_PTX)) * back\n", "FP8_PTX))\n")]
 VARIANTS["pt_no_range"] = [
-    ("    RANGE_ONCE: tl.constexpr = TOPK_P * TILES > SPLITS\n",
+    ("    RANGE_ONCE: tl.constexpr = SCALES == \"per_token\" and q.dtype == tl.float16 and \\\n"
+     "        TOPK_P * TILES > SPLITS\n",
      "    RANGE_ONCE: tl.constexpr = False\n", 1),
     ("                into, back = _fp16_range(tl.max(tl.where(seen, tl.abs(v_scale), 0.0), "
      "axis=0))\n", "                into, back = 1.0, 1.0\n", 1)]
@@ -354,7 +355,8 @@ VARIANTS["pt_no_loads"] = [
 # kernel did before 2026-12-03 (it now takes one range per split for launches of splits of
 # several steps). Within CLOSE's bound of the kernel.
 VARIANTS["pt_range_per_tile"] = [
-    ("    RANGE_ONCE: tl.constexpr = TOPK_P * TILES > SPLITS\n",
+    ("    RANGE_ONCE: tl.constexpr = SCALES == \"per_token\" and q.dtype == tl.float16 and \\\n"
+     "        TOPK_P * TILES > SPLITS\n",
      "    RANGE_ONCE: tl.constexpr = False\n", 1)]
 
 
@@ -598,12 +600,12 @@ KEYS_ROWS_FUNCTIONS = """@triton.jit
 def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_kd,
                 k_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head, t0, D: tl.constexpr,
                 SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr,
-                MASK_BELOW_PAGE: tl.constexpr):
+                ENDS_AT_LAST: tl.constexpr):
     # scaled scores K·q^T [keys, lanes] (q given transposed, [D, lanes]; tiles by pointers)
     offs_d = tl.arange(0, D)
     base = kv_ptr + page.to(tl.int64) * stride_kp + head_off
     kv_offs = offs_t[:, None] * stride_kt + offs_d[None, :] * stride_kd
-    on_page = (tl.arange(0, offs_t.shape[0]) + t0 >= 0) | (not MASK_BELOW_PAGE)
+    on_page = (tl.arange(0, offs_t.shape[0]) + t0 >= 0) | (not ENDS_AT_LAST)
     k = tl.load(base + kv_offs, mask=on_page[:, None], other=0.0).to(q.dtype)
     if DOT == "tf32x3":
         s = tl.dot(k, q, input_precision="tf32x3")
@@ -619,7 +621,7 @@ KEYS_ROWS_FOLD = """@triton.jit
 def _fold_scores(q, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_scale_ptr,
                  v_scalar, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
                  DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
-                 V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr, MASK_BELOW_PAGE: tl.constexpr):
+                 V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr, ENDS_AT_LAST: tl.constexpr):
     # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range,
     # no V pairs)
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
@@ -631,7 +633,7 @@ def _fold_scores(q, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_sca
         p = p * v_scalar
     elif SCALES == "per_token":
         p = p * tl.load(v_scale_ptr + scale_head_off + v_slot)[:, None]
-    on_page = (tl.arange(0, s.shape[0]) + t0 >= 0) | (not MASK_BELOW_PAGE)
+    on_page = (tl.arange(0, s.shape[0]) + t0 >= 0) | (not ENDS_AT_LAST)
     v = tl.load(base + v_off + v_offs, mask=on_page[:, None], other=0.0).to(q.dtype)
     if DOT == "tf32x3":
         pv = tl.dot(tl.trans(v), p, input_precision="tf32x3")
