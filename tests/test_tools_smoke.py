@@ -134,12 +134,12 @@ def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
             "scratch_pick", "gather_pick", "packed_pick", "scalar_pick",
             "keys_rows", "warp_splits", "spin_merge", "merge_empty", "wgmma",
             "wgmma_split_only", "below_page_last", "log2_scores",
-            "sums_per_step", "mask_every_step", "bf16_partials"} <= names
+            "sums_per_step", "mask_every_step", "bf16_partials", "regs128"} <= names
     # the variants that compute the generated kernel's result give its bits (keys_rows,
     # warp_splits and wgmma: within their bound)
     assert {k.split(" ")[-1] for k in report[0]["same_bits"]} >= {
         "keys_rows", "warp_splits", "wgmma", "below_page_last", "log2_scores",
-        "sums_per_step", "mask_every_step", "bf16_partials"}
+        "sums_per_step", "mask_every_step", "bf16_partials", "regs128"}
     assert report[0]["same_bits"] and all(report[0]["same_bits"].values())
 
 

@@ -24,7 +24,8 @@ the query-tiled kernel's 16-bit tile rows below the page from the last key's row
 (the split kernel does not read them); `log2_scores` takes the scores in log2 units (one
 multiply less per score and step; within CLOSE's bound: measured 2026-12-05, not adopted);
 `sums_per_step` reduces the split kernel's row sums across its warps at every key step, as
-it did before (within CLOSE's bound); `mask_every_step` masks the split kernel's keys at every
+it did before (within CLOSE's bound); `regs128` (`regs168`) compiles the split kernel to at
+most 128 (168) registers per thread (the same bits); `mask_every_step` masks the split kernel's keys at every
 step, as it did before (the same bits); `bf16_partials` keeps the splits' outputs in bf16
 (half the partials' bytes; within CLOSE's bound). Beside each launch an empty kernel
 on its grid, with and without its dynamic shared memory, times the launch without the work. `--where` also times plain reads of the
@@ -483,6 +484,25 @@ VARIANTS["bf16_partials_split_only"] = VARIANTS["bf16_partials"] + VARIANTS["spl
 # 2026-12-05 (now kept per key column and summed after the loop: `_folded_sums`). Within
 # CLOSE's bound (the sums in another order).
 VARIANTS["sums_per_step"] = SUMS_PER_STEP
+
+# The split kernel compiled to at most 128 registers per thread (ptxas' .maxnreg): since its
+# row sums are kept per key column, its 128-key launches of 4 warps take 166-168 (three
+# programs per SM, four before; 210-219 with per-token scales: two, three before), and
+# capped they compile without spills (`tools/sm90_code.py`, 2026-12-06). The same bits.
+# `regs168`: at most 168 (three programs of 4 warps per SM).
+
+
+def _register_cap(registers):
+    return [("                            _rt.kernel_options(num_warps, num_stages,\n"
+             "                                               launch_pdl=pdl != \"none\"), "
+             "per_sm=per_sm)",
+             "                            _rt.kernel_options(num_warps, num_stages,\n"
+             "                                               launch_pdl=pdl != \"none\", "
+             f"maxnreg={registers}), per_sm=per_sm)", 1)]
+
+
+VARIANTS["regs128"] = _register_cap(128)
+VARIANTS["regs168"] = _register_cap(168)
 
 # A scalar K and V scale read at every key step, as the kernel read them before 2026-12-03
 # (now once per program, K's folded into the scores' scale: `_scalar_scales`); the split
@@ -1284,7 +1304,7 @@ LAUNCH_OPTIONS = {"merge_kernel": dict(merge_kernel=True), "split_only": dict(me
 CORRECT = ("k_bits", "k_bits_asm", "splits_first", "merge_kernel", "scratch_pick",
            "gather_pick", "packed_pick", "early_table", "cluster_merge", "scalar_pick",
            "prefetch_l2", "spin_merge", "two_per_sm", "first_prefetch", "bulk_prefetch", "three_per_sm", "next_prefetch",
-           "next2_prefetch", "below_page_last", "mask_every_step")
+           "next2_prefetch", "below_page_last", "mask_every_step", "regs128", "regs168")
 
 
 class EmptyGrid:

@@ -183,7 +183,7 @@ def sparse_attn_module(source=None, variant=None):
 def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps=4, stages=2,
               merge_kernel=False, q="bf16", cache="bf16", topk=16, tma=False,
               table_first=False, scales="none", pairs_desc=False, mode="decode",
-              table_held=None):
+              table_held=None, max_registers=None):
     """The sparse-attention split kernel (decode) at one launch, on a contiguous
     [pages, 2, 128, Hkv, D] cache of ``cache``'s type (the products taken as the launcher
     takes them on an H200: `sparse_attn.products`), its head lanes padded as the launcher
@@ -192,7 +192,7 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
     row's table read before the ids (``table_held`` entries; default as the launcher holds them,
     `sparse_attn.table_held`: TABLE_FIRST_MAX); ``scales``: none, scalar or per_token (K and V scales of an fp8 cache); ``pairs_desc``: that descriptor over an fp8
     cache viewed as 16-bit pairs (attn_ablation's k_pairs_tma); ``mode``: decode or prefill
-    rows."""
+    rows; ``max_registers``: ptxas' cap per thread (.maxnreg; attn_ablation's regs128)."""
     from generated import sparse_attn
 
     if table_held is None:
@@ -218,7 +218,8 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
              stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1, stride_pl=1),
         div16=("stride_qt", "stride_qh", "stride_kp", "stride_kh", "stride_kt", "v_off",
                "stride_ot", "stride_oh"),
-        num_warps=warps, num_stages=stages)
+        num_warps=warps, num_stages=stages,
+        **({"maxnreg": max_registers} if max_registers else {}))
 
 
 def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="bf16",
@@ -470,6 +471,8 @@ def main(argv=None):
                    help="K and V scales of an fp8 cache")
     a.add_argument("--mode", choices=("decode", "prefill"), default="decode",
                    help="the rows' kind (prefill: the per-token kernel)")
+    a.add_argument("--max-registers", type=int, default=None,
+                   help="ptxas' register cap per thread (.maxnreg)")
     tb = sub.add_parser("tables", help="every attention launch of a target's dispatch tables")
     tb.add_argument("--hardware", default="sm_90")
     tb.add_argument("--mode", choices=("decode", "prefill", "both"), default="both")
@@ -536,12 +539,14 @@ def main(argv=None):
                                  args.head_split, args.warps, args.stages, args.merge_kernel,
                                  q=args.q, cache=args.cache, tma=args.tma,
                                  table_first=args.table_first, scales=args.scales,
-                                 mode=args.mode)
+                                 mode=args.mode, max_registers=args.max_registers)
         name = (f"attention {args.mode} q {args.q} cache {args.cache} scales {args.scales} "
                 f"G {args.group} D {args.head_dim} kv_tile {args.kv_tile} splits {args.splits} "
                 f"head_split {args.head_split} warps {args.warps} stages {args.stages}"
                 f"{' merge kernel' if args.merge_kernel else ''}{' tma' if args.tma else ''}"
-                f"{' table first' if args.table_first else ''}{revision(args)}")
+                f"{' table first' if args.table_first else ''}"
+                f"{f' max {args.max_registers} registers' if args.max_registers else ''}"
+                f"{revision(args)}")
     elif args.kernel == "tiled":
         with sparse_attn_module(args.source, args.variant):
             compiled = tiled(args.group, args.head_dim, args.lanes, args.warps, args.stages,
