@@ -65,7 +65,7 @@ def attention_tma(cache: str) -> dict:
 
 def attention_merge(pdl: bool) -> str:
     return _ptx(sparse_attn._sparse_attn_merge_kernel,
-                {"part_ptr": "*fp32", "out_ptr": "*bf16"}, dict(D=128, SPLITS=4, PDL=pdl),
+                {"part_ptr": "*fp32", "out_ptr": "*bf16"}, dict(D=128, SPLITS=4, DEPENDENT=pdl),
                 num_warps=1, num_stages=1)
 
 

@@ -446,8 +446,8 @@ VARIANTS["k_pairs_tma"] = [(old, new.replace(*_PAIRS_TMA), *rest)
 # step is bound by its own instruction latencies at one warp per scheduler: OPEN_PROBLEMS.md);
 # the same result up to rounding (within CLOSE's bound).
 VARIANTS["log2_scores"] = [
-    ("    sm_scale, v_scalar = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n",
-     "    sm_scale, v_scalar = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n"
+    ("    sm_scale, v_factor = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n",
+     "    sm_scale, v_factor = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n"
      "    sm_scale = sm_scale * _LOG2E\n", 2),
     ("    alpha = tl.exp2((m_i - shift) * _LOG2E)\n    p = tl.exp2((s - shift[:, None]) * _LOG2E)\n",
      "    alpha = tl.exp2(m_i - shift)\n    p = tl.exp2(s - shift[:, None])\n", 1),
@@ -508,14 +508,14 @@ VARIANTS["regs168"] = _register_cap(168)
 # (now once per program, K's folded into the scores' scale: `_scalar_scales`); the split
 # kernel only (the query-tiled one would scale K twice). Over a cache with scalar scales.
 VARIANTS["scales_per_step"] = [
-    ("    sm_scale, v_scalar = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n"
-     "    m_i = tl.full([GP]", "    v_scalar = 1.0\n    m_i = tl.full([GP]", 1),
+    ("    sm_scale, v_factor = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n"
+     "    m_i = tl.full([GP]", "    v_factor = 1.0\n    m_i = tl.full([GP]", 1),
     ("    s = s * sm_scale\n",
      "    s = s * sm_scale\n    if SCALES == \"scalar\":\n        s = s * tl.load(k_scale_ptr)\n", 1),
-    ("            back = v_scalar * _P16_BACK\n",
+    ("            back = v_factor * _P16_BACK\n",
      "            back = _P16_BACK\n            if SCALES == \"scalar\":\n"
      "                back = tl.load(v_scale_ptr) * _P16_BACK\n", 1),
-    ("            p = p * v_scalar\n", "            p = p * tl.load(v_scale_ptr)\n", 1)]
+    ("            p = p * v_factor\n", "            p = p * tl.load(v_scale_ptr)\n", 1)]
 
 # the split's partials to global memory and the last arrival's merge
 CLUSTER_OLD_PARTIALS = _source_block("        # Partials in one fp32 buffer",
@@ -639,7 +639,7 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
 """
 KEYS_ROWS_FOLD = """@triton.jit
 def _fold_scores(q, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_scale_ptr,
-                 v_scalar, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
+                 v_factor, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
                  DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
                  V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr, ENDS_AT_LAST: tl.constexpr):
     # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range,
@@ -650,7 +650,7 @@ def _fold_scores(q, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_sca
     p = tl.exp2((s - shift[None, :]) * _LOG2E)
     l_i = l_i * alpha + tl.sum(p, axis=0)
     if SCALES == "scalar":
-        p = p * v_scalar
+        p = p * v_factor
     elif SCALES == "per_token":
         p = p * tl.load(v_scale_ptr + scale_head_off + v_slot)[:, None]
     on_page = (tl.arange(0, s.shape[0]) + t0 >= 0) | (not ENDS_AT_LAST)
@@ -692,7 +692,7 @@ VARIANTS["wgmma_split_only"] = VARIANTS["wgmma"] + VARIANTS["split_only"]
 WARP_SPLITS_BLOCK = """@triton.jit
 def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
                      kv_ptr, head_off, stride_kp, stride_kt, stride_kd, v_off,
-                     k_scale_ptr, v_scale_ptr, v_scalar, scale_head_off, sm_scale, kv_desc,
+                     k_scale_ptr, v_scale_ptr, v_factor, scale_head_off, sm_scale, kv_desc,
                      kv_head,
                      D: tl.constexpr, BLOCK_N: tl.constexpr, SCALES: tl.constexpr,
                      DOT: tl.constexpr, TMA: tl.constexpr, WS: tl.constexpr):
@@ -721,7 +721,7 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
     p = tl.exp2((s - shift[:, :, None]) * _LOG2E)
     l_i = l_i * alpha + tl.sum(p, axis=2)
     if SCALES == "scalar":
-        p = p * v_scalar
+        p = p * v_factor
     elif SCALES == "per_token":
         p = p * tl.load(v_scale_ptr + scale_head_off + slot)[:, None, :]
     v = tl.load(base + v_off + kv_offs).to(q.dtype)
@@ -895,7 +895,7 @@ VARIANTS["spin_merge"] = [
      "                          scope=\"gpu\")\n", 1),
     ("def _sparse_attn_merge_kernel(part_ptr, out_ptr,",
      "def _sparse_attn_merge_kernel(part_ptr, counter_ptr, out_ptr,", 1),
-    ("    if PDL:\n"
+    ("    if DEPENDENT:\n"
      "        # a programmatic dependent of the split kernel: the partials are read once it has\n"
      "        # completed\n"
      "        gdc_wait()\n"
@@ -1592,7 +1592,7 @@ def main():
                     read()
                     mod._sparse_attn_merge_kernel[(T, HQ)](
                         part, out, T, HQ, out.stride(0), out.stride(1), out.stride(2), D=D,
-                        SPLITS=splits, PDL=pdl, num_warps=1,
+                        SPLITS=splits, DEPENDENT=pdl, num_warps=1,
                         **({"launch_pdl": True} if pdl else {}))
                 label = (f"floor p{parts} t{tokens} w{warps}"
                          + (f" b{nb}" if nb > 1 else "") + (" fp16" if pdtype != "float32" else "")
