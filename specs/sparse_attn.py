@@ -75,6 +75,17 @@ TMA = Param(name="tma", kind="bool",
                 "through a descriptor made on the host; NVIDIA compute capability >= 9.0, "
                 "and a cache it can address: otherwise loads by pointers)")
 
+# A register budget per thread (ptxas' .maxnreg): a program of W warps at R registers each
+# leaves room for 65536 / (32 · W · R) programs per SM. Since its row sums are kept per key
+# column the split kernel's 128-key 4-warp launches compile to 166-168 registers over an
+# unscaled fp8 cache (three programs per SM where its 40 KiB of shared memory allow five) and
+# 210-219 with per-token scales (two); capped at 128 or 168 they compile without spills
+# (`tools/sm90_code.py attention --max-registers`). The tuner tries the caps (tools/tune).
+MAX_REGISTERS = Param(name="max_registers", kind="int", minimum=0, maximum=255,
+                      doc="registers per thread the compiler may use (0: its own choice); a "
+                          "lower cap lets more programs share an SM where registers, not "
+                          "shared memory, bound them, at the price of any spills it forces")
+
 SPECS = [
     Variant(name="sparse_attn_split", template="sparse_attn.py.j2", output="sparse_attn.py",
             **COMMON,
@@ -101,9 +112,10 @@ SPECS = [
                               "listed block's page then comes from registers, not from a load "
                               "that waits on the ids (tables wider than TABLE_FIRST_MAX, 128k "
                               "tokens, are read as without it)"),
-                    NUM_WARPS, NUM_STAGES),
+                    MAX_REGISTERS, NUM_WARPS, NUM_STAGES),
             defaults=dict(splits=1, kv_tile=BLOCK, head_split=1, merge_kernel=False,
-                          tma=False, table_first=False, num_warps=4, num_stages=2)),
+                          tma=False, table_first=False, max_registers=0, num_warps=4,
+                          num_stages=2)),
     Variant(name="sparse_attn_tiled", template="sparse_attn.py.j2", output="sparse_attn.py",
             **COMMON,
             doc="prefill, query-tiled: lanes / G consecutive rows × G heads per program walk "
@@ -142,7 +154,7 @@ SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
 OPTIONS = dict(num_warps=4, num_stages=2)
 # a whole block per step; the last split merges
 SPLIT_OPTIONS = dict(kv_tile=BLOCK, head_split=1, merge_kernel=False, tma=False,
-                     table_first=False, **OPTIONS)
+                     table_first=False, max_registers=0, **OPTIONS)
 ATTN_DOMAINS = {"q_dtype": Q_DTYPES, "kv_dtype": KV_DTYPES, "scales": SCALE_MODES,
                 "group": GROUPS, "head_dim": HEAD_DIMS}
 PORTABLE = one_of("gfx950", "generic")
@@ -240,7 +252,7 @@ PREFILL_RULES = [*declared_prefill_rules(PORTABLE),
 # (at 128 the cap was 3 µs slower on one of two H200s) and 257-1024 (a 512-program fp8 launch
 # 11 % slower capped), other inputs and other targets.
 STUDIED_LAUNCH = dict(splits=1, kv_tile=BLOCK, head_split=1, merge_kernel=False, tma=False,
-                      table_first=False, num_warps=4)
+                      table_first=False, max_registers=0, num_warps=4)
 STEP_CAPPED = {"sm_90": (between(129, 256), 2, tuple(
     (dict(q_dtype=q, kv_dtype=kv, scales="none", group=group, head_dim=128),
      dict(STUDIED_LAUNCH, num_stages=stages))

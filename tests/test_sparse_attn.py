@@ -2874,3 +2874,72 @@ def test_each_way_of_asking_for_pdl_reaches_the_launch(monkeypatch):
     for attention_pdl in (True, False):
         sa._StepPlan(*step, None, None, None, None, None, attention_pdl=attention_pdl)
     assert asked == ["any", "any", "none", "none", "none", "ids", "none"]
+
+
+def test_a_register_cap_reaches_the_split_kernel_only(monkeypatch):
+    """max_registers: the split kernel's launch asks the compiler for that cap (maxnreg), the
+    merge kernel's does not, 0 (the tables' launches) asks for none; out of range is a
+    ValueError naming the key; capped launches give the uncapped launch's bits."""
+    from generated import _runtime
+    options, real = [], _runtime.KernelLaunch
+
+    def spy(kernel, grid, opts, *args, **kwargs):
+        options.append((kernel, opts.get("maxnreg")))
+        return real(kernel, grid, opts, *args, **kwargs)
+
+    monkeypatch.setattr(_runtime, "KernelLaunch", spy)
+    case, pos = decode_case([300, 140], Q=2, Hkv=2, G=4, topk=3, seed=73)
+    got = {}
+    for cap in (0, 128, 168):
+        for merge in (False, True):
+            options.clear()
+            got[cap, merge] = sa.sparse_attn_with_launch(
+                dict(splits=2, merge_kernel=merge, max_registers=cap, num_warps=4,
+                     num_stages=2), "decode", **case, output=_poisoned(case["q"]))
+            want = [(sk._sparse_attn_kernel, cap or None)] + (
+                [(sk._sparse_attn_merge_kernel, None)] if merge else [])
+            assert options == want, (cap, merge)
+            assert torch.equal(got[cap, merge], got[0, merge])
+    check(got[128, False], ref_sparse_attn(case["q"], case["kv"], case["topk_idx"],
+                                           case["block_table"], pos, 2, case["sm_scale"]))
+    for bad in (-1, 256):
+        with pytest.raises(ValueError, match="launch: max_registers"):
+            sa.sparse_attn_with_launch(dict(splits=2, max_registers=bad, num_warps=4,
+                                            num_stages=2), "decode", **case,
+                                       output=_poisoned(case["q"]))
+
+
+@pytest.mark.gpu
+def test_gpu_register_capped_launches_fit_the_cap_and_give_the_same_bits(monkeypatch):
+    """At MiniMax-M3 sizes on the GPU (D 128, G 16, 32k contexts) a launch under the tuner's
+    register caps compiles to at most that many registers per thread and gives the uncapped
+    launch's bits: a bf16 cache at 168, an fp8 cache at 128 and with per-token scales at 168,
+    pointer and tma tiles."""
+    from generated import _runtime
+    made, real = [], _runtime.KernelLaunch
+
+    def spy(kernel, *args, **kwargs):
+        made.append(real(kernel, *args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(_runtime, "KernelLaunch", spy)
+    for kv_dtype, scales, cap in ((torch.bfloat16, "none", 168),
+                                  (torch.float8_e4m3fn, "none", 128),
+                                  (torch.float8_e4m3fn, "per_token", 168)):
+        case, pos = decode_case([32768 - 13 * r for r in range(8)], Q=1, Hkv=2, G=16,
+                                D=128, topk=16, kv_dtype=kv_dtype, seed=74, extra_cols=0)
+        case.update(scale_args(case, scales, 74))
+        for launch in (dict(splits=1), dict(splits=2, tma=True)):
+            got = {}
+            for registers in (0, cap):
+                made.clear()
+                got[registers] = sa.sparse_attn_with_launch(
+                    dict(launch, max_registers=registers, num_warps=4, num_stages=2),
+                    "decode", **case, output=_poisoned(case["q"]))
+                torch.cuda.synchronize()
+                n_regs = made[0].compiled.n_regs
+                assert registers == 0 or n_regs <= cap, (kv_dtype, scales, launch, n_regs)
+            assert torch.equal(got[cap], got[0]), (kv_dtype, scales, launch)
+        check(got[cap], ref_sparse_attn(case["q"], case["kv"], case["topk_idx"],
+                                        case["block_table"], pos, 2, case["sm_scale"],
+                                        case.get("k_scale"), case.get("v_scale")))

@@ -28,7 +28,7 @@ from tools.tune import __main__ as cli  # noqa: E402
 from specs.index_decode import MEASURED_SCORE  # noqa: E402
 from tools.tune import choose, measure, target, warm, write  # noqa: E402
 from tools.tune.space import (A_SPLIT, A_TILED, ATTN_STEP_MAX_PROGRAMS,  # noqa: E402
-                              ATTN_TABLES, Space, as_bucket, as_json, key)
+                              ATTN_TABLES, Space, as_bucket, as_json, attn_register_cap, key)
 
 SM90 = os.path.join(ROOT, "specs", "measured", "sm_90.json")
 
@@ -544,7 +544,7 @@ def test_tma_and_table_first_twins_and_near_keeps_one_parameter_from_the_current
     for space in (sm90, generic):
         for mode, inputs, P, _, Q in space.attn_points([32, 128, 256]):
             cands = space.attn_candidates_at(mode, inputs, P, Q)
-            split = [p for v, p in cands if v == A_SPLIT]
+            split = [p for v, p in cands if v == A_SPLIT and not p["max_registers"]]
             twins = mode == "decode" and P <= 128
             assert all((dict(p, table_first=not p["table_first"]) in split) == twins
                        for p in split), (space.target.name, mode, P)
@@ -567,6 +567,33 @@ def test_tma_and_table_first_twins_and_near_keeps_one_parameter_from_the_current
             assert (current[0], dict(current[1], tma=not current[1]["tma"])) in cands
             assert ((current[0], dict(current[1], table_first=True)) in cands) == (
                 mode == "decode" and P <= 128)
+
+
+def test_register_cap_twins_where_the_grid_asks_for_more_than_two_programs_per_sm(reg):
+    """Decode split launches of four warps, not table_first, whose grid (programs · splits)
+    asks for more than two programs per SM come also under the cache's register cap: 128 over
+    an 8-bit cache without per-token scales, 168 otherwise; nothing else is capped, nor are
+    prefill, quick or near candidates that the current row does not hold."""
+    full, quick = Space(reg, reg.hardware["sm_90"], sms=132), \
+        Space(reg, reg.hardware["sm_90"], sms=132, quick=True)
+    assert attn_register_cap(dict(kv_dtype="fp8e4m3", scales="none")) == 128
+    assert attn_register_cap(dict(kv_dtype="fp8e5m2", scales="scalar")) == 128
+    assert attn_register_cap(dict(kv_dtype="fp8e4m3", scales="per_token")) == 168
+    assert attn_register_cap(dict(kv_dtype="bf16", scales="none")) == 168
+    seen = set()
+    for mode, inputs, P, _, Q in full.attn_points([16, 64, 512]):
+        cands = full.attn_candidates_at(mode, inputs, P, Q)
+        split = [p for v, p in cands if v == A_SPLIT]
+        capped = [p for p in split if p["max_registers"]]
+        want = [dict(p, max_registers=attn_register_cap(inputs)) for p in split
+                if not p["max_registers"] and mode == "decode" and p["num_warps"] == 4
+                and not p["table_first"] and P * p["splits"] > 2 * 132]
+        assert sorted(map(repr, capped)) == sorted(map(repr, want)), (mode, inputs, P)
+        seen.add((mode, P, bool(capped)))
+        assert not any(p.get("max_registers") for _, p in
+                       quick.attn_candidates_at(mode, inputs, P, Q))
+    assert {("decode", 16, False), ("decode", 64, True), ("decode", 512, True),
+            ("prefill", 512, False)} <= seen
 
 
 def test_attention_buckets_are_measured_at_each_served_head_count(reg):
@@ -681,6 +708,14 @@ def test_simpler_means_default_then_kernel_then_features_then_grid():
              d]
     order = sorted(cands, key=lambda c: choose.simplicity(c, d))
     assert order == [cands[4], cands[3], cands[2], cands[1], cands[0]]
+    # a register cap counts as a feature switched on: within noise the uncapped launch stays
+    split = dict(splits=2, kv_tile=128, head_split=1, merge_kernel=False, tma=False,
+                 table_first=False, num_warps=4, num_stages=2)
+    plain, capped = ("sparse_attn_split", dict(split, max_registers=0)), \
+        ("sparse_attn_split", dict(split, max_registers=128))
+    fewer_splits = ("sparse_attn_split", dict(split, splits=1, max_registers=128))
+    assert sorted([capped, plain], key=lambda c: choose.simplicity(c, d)) == [plain, capped]
+    assert choose.simplicity(fewer_splits, d) > choose.simplicity(plain, d)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -60,12 +60,13 @@ GRID_PARAMS = ("kv_chunks", "topk_chunks", "split_k", "program_budget", "kv_spli
 def simplicity(cand, default) -> tuple:
     """Sort key, simplest first: the default row (the generic target's); then the simpler
     kernel; then fewer optional launch features switched on (any true bool parameter: pdl,
-    static_chunks, adaptive_merge, single_tile, tf32x3, high_batch, merge_kernel); then a
-    smaller grid (the product of chunks / K splits / programs / head shares); then fewer loop
-    steps (a larger kv_tile); then fewer warps, fewer stages."""
+    static_chunks, adaptive_merge, single_tile, tf32x3, high_batch, merge_kernel; and a
+    register cap, max_registers); then a smaller grid (the product of chunks / K splits /
+    programs / head shares); then fewer loop steps (a larger kv_tile); then fewer warps,
+    fewer stages."""
     choice, params = cand
     return (key(*cand) != key(*default), KERNEL_RANK.get(choice, len(KERNEL_RANK)),
-            sum(v is True for v in params.values()),
+            sum(v is True for v in params.values()) + bool(params.get("max_registers")),
             math.prod(params.get(p) or 1 for p in GRID_PARAMS), -(params.get("kv_tile") or 0),
             params.get("num_warps") or 0, params.get("num_stages") or 0)
 
