@@ -233,8 +233,8 @@ VARIANTS = {
     # the merge kernel launched, but storing nothing (its loads then compile away): what the
     # second launch and its wait cost without the merge's work (timing only)
     "merge_empty": [("    tl.store(out_ptrs, merged.to(out_ptr.dtype.element_ty), mask=lane_ok[:, None])\n"
-                     "\n\n@triton.jit\ndef _rows_position(",
-                     "\n\n@triton.jit\ndef _rows_position(", 1)],
+                     "\n\n@triton.jit\ndef _distinct_before(",
+                     "\n\n@triton.jit\ndef _distinct_before(", 1)],
     # a merge_kernel launch without its second kernel (the split kernel alone: timing only)
     "split_only": [("        if merge is not None:\n            merge(part, output, *merge_rest)\n",
                     "")],
