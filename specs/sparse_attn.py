@@ -80,7 +80,8 @@ TMA = Param(name="tma", kind="bool",
 # column the split kernel's 128-key 4-warp launches compile to 166-168 registers over an
 # unscaled fp8 cache (three programs per SM where its 40 KiB of shared memory allow five) and
 # 210-219 with per-token scales (two); capped at 128 or 168 they compile without spills
-# (`tools/sm90_code.py attention --max-registers`). The tuner tries the caps (tools/tune).
+# (`tools/sm90_code.py attention --max-registers`). The tuner tries 128 where it measured a
+# gain (tools/tune/space.py: `attn_register_cap`).
 MAX_REGISTERS = Param(name="max_registers", kind="int", minimum=0, maximum=255,
                       doc="registers per thread the compiler may use (0: its own choice); a "
                           "lower cap lets more programs share an SM where registers, not "

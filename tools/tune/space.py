@@ -45,16 +45,21 @@ ATTN_STEP_MAX_PROGRAMS = 512
 # heads; 65-128 programs is the last bucket of a single wave at one split)
 ATTN_TABLE_FIRST_MAX_PROGRAMS = 128
 # A register cap (ptxas' .maxnreg: the split kernel's max_registers) tried on decode launches of
-# four warps whose grid asks for more than two programs per SM, per cache: the cap that lets one
-# more such program share an SM without spills (`tools/sm90_code.py attention --max-registers`,
-# 2026-12-06). Over an 8-bit cache without per-token scales the 128-key launches compile to
-# 166-168 registers, three programs per SM where 40 KiB of shared memory allow five: capped at
-# 128, four. With per-token scales 210-219 (two per SM) and over a 16-bit cache at one split
-# 202 (two, where 72 KiB allow three): capped at 168, three (at 128 the per-token launches
-# spill). A grid of at most two programs per SM gains nothing.
-def attn_register_cap(inputs) -> int:
+# four warps whose grid asks for more than two programs per SM, over an 8-bit cache without
+# per-token scales: there the 128-key launches compile to 166-168 registers, three programs per
+# SM where 40 KiB of shared memory allow five, and capped at 128 to four, without spills
+# (`tools/sm90_code.py attention --max-registers`); on an H100 the tuner took the cap at Q >= 2
+# and 257-512 programs (alone 60.1 -> 53.8 us). A cap of 168 (three per SM, two uncapped) over
+# a bf16 cache or with per-token scales gained at most 1.4 % at the bench's 32k rows and lost up
+# to 11 % (2026-12-06, H100: docs/results/2026-12-06_h100_attn_*_cap168.json): not tried.
+ATTN_REGISTER_CAP = 128
+
+
+def attn_register_cap(inputs):
+    """The register cap the tuner tries for ``inputs``, or None."""
     eight_bit = inputs["kv_dtype"].startswith("fp8")
-    return 128 if eight_bit and inputs.get("scales", "none") != "per_token" else 168
+    return ATTN_REGISTER_CAP if eight_bit and inputs.get("scales", "none") != "per_token" \
+        else None
 # The step representative's context: 8k, where the attention takes the largest share of the
 # step (at 32k the indexer's cache read is two thirds of it: a launch 5 % slower inside the
 # step moved the bucket's worst case by 1 % only, within the noise rule).
@@ -701,8 +706,8 @@ class Space:
         first (table_first: one dependent load less before the first tile, which matters where
         the grid is one wave); decode launches of four warps whose grid asks for more than
         two programs per SM (not quick; not table_first, which gains where the grid is one
-        wave) also under the cache's register cap (`attn_register_cap`: one more program per
-        SM where registers bound them); prefill also the query-tiled kernel at 32, 64 and 128 lanes (at
+        wave) also under the register cap of its inputs (`attn_register_cap`: an 8-bit cache
+        without per-token scales, one more program per SM); prefill also the query-tiled kernel at 32, 64 and 128 lanes (at
         least 16 and G), each walk of the tile's union (sorted_union) at its stages, the sorted
         one's pipelined launches also with tma."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
@@ -741,7 +746,7 @@ class Space:
         if mode == "decode" and not self.quick:
             cap = attn_register_cap(inputs)
             cands += [(v, dict(p, max_registers=cap)) for v, p in cands
-                      if p["num_warps"] == 4 and not p["table_first"]
+                      if cap and p["num_warps"] == 4 and not p["table_first"]
                       and programs * p["splits"] > 2 * self.sms]
         if mode == "prefill":
             # the union by minima (not pipelined: its stages change nothing), or as sorted
