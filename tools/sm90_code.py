@@ -304,7 +304,8 @@ def launch_facts(launch, source=None, variant=None) -> tuple:
             compiled = attention(group, 128, p["kv_tile"], p["splits"], p["head_split"],
                                  p["num_warps"], p["num_stages"], p["merge_kernel"], q=q,
                                  cache=cache, tma=p["tma"], table_first=p["table_first"],
-                                 scales=scales, mode=mode)
+                                 scales=scales, mode=mode,
+                                 max_registers=p.get("max_registers"))
     f = facts(compiled)
     return f["registers"], f["spill_stores"] + f["spill_loads"], sum(f["loop_ops"].values())
 
