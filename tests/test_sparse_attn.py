@@ -2877,9 +2877,11 @@ def test_each_way_of_asking_for_pdl_reaches_the_launch(monkeypatch):
 
 
 def test_a_register_cap_reaches_the_split_kernel_only(monkeypatch):
-    """max_registers: the split kernel's launch asks the compiler for that cap (maxnreg), the
-    merge kernel's does not, 0 (the tables' launches) asks for none; out of range is a
-    ValueError naming the key; capped launches give the uncapped launch's bits."""
+    """max_registers: on NVIDIA (faked; the launches recorded, not run) the split kernel's
+    launch asks the compiler for that cap (maxnreg), the merge kernel's does not, 0 (the
+    tables' launches) asks for none; elsewhere (here the interpreter) no backend takes the
+    option and the capped launch gives the uncapped one's bits; out of range is a ValueError
+    naming the key."""
     from generated import _runtime
     options, real = [], _runtime.KernelLaunch
 
@@ -2889,19 +2891,34 @@ def test_a_register_cap_reaches_the_split_kernel_only(monkeypatch):
 
     monkeypatch.setattr(_runtime, "KernelLaunch", spy)
     case, pos = decode_case([300, 140], Q=2, Hkv=2, G=4, topk=3, seed=73)
-    got = {}
-    for cap in (0, 128, 168):
-        for merge in (False, True):
-            options.clear()
-            got[cap, merge] = sa.sparse_attn_with_launch(
-                dict(splits=2, merge_kernel=merge, max_registers=cap, num_warps=4,
-                     num_stages=2), "decode", **case, output=_poisoned(case["q"]))
-            want = [(sk._sparse_attn_kernel, cap or None)] + (
-                [(sk._sparse_attn_merge_kernel, None)] if merge else [])
-            assert options == want, (cap, merge)
-            assert torch.equal(got[cap, merge], got[0, merge])
-    check(got[128, False], ref_sparse_attn(case["q"], case["kv"], case["topk_idx"],
-                                           case["block_table"], pos, 2, case["sm_scale"]))
+
+    def run(cap, merge):
+        options.clear()
+        return sa.sparse_attn_with_launch(
+            dict(splits=2, merge_kernel=merge, max_registers=cap, num_warps=4, num_stages=2),
+            "decode", **case, output=_poisoned(case["q"]))
+
+    for merge in (False, True):
+        plain = run(0, merge)
+        capped = run(128, merge)
+        assert [o for _, o in options] == [None] * (1 + merge)
+        assert torch.equal(capped, plain)
+    check(capped, ref_sparse_attn(case["q"], case["kv"], case["topk_idx"],
+                                  case["block_table"], pos, 2, case["sm_scale"]))
+    with monkeypatch.context() as m:
+        m.setattr(_runtime, "nvidia_ptx", lambda device: True)
+        m.setattr(_runtime, "programmatic_launch", lambda device: False)
+        for cap in (0, 128, 168):
+            for merge in (False, True):
+                options.clear()
+                sk.prepare_sparse_attn(
+                    case["q"], case["kv"], case["topk_idx"], case["block_table"],
+                    case["seq_lens"], _poisoned(case["q"]), mode="decode", num_kv_heads=2,
+                    sm_scale=case["sm_scale"], scales="none", k_scale=None, v_scale=None,
+                    splits=2, num_warps=4, num_stages=2, decode_query_len=2,
+                    merge_kernel=merge, max_registers=cap)
+                assert options == [(sk._sparse_attn_kernel, cap or None)] + (
+                    [(sk._sparse_attn_merge_kernel, None)] if merge else []), (cap, merge)
     for bad in (-1, 256):
         with pytest.raises(ValueError, match="launch: max_registers"):
             sa.sparse_attn_with_launch(dict(splits=2, max_registers=bad, num_warps=4,
