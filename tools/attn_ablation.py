@@ -1363,14 +1363,15 @@ def parse_launches(text) -> list:
 
 
 def tag_of(launch) -> str:
-    """'s8 w4 st2', with ' kv64', ' hs4', ' mk', ' tma', ' tf' where the launch sets them
-    otherwise."""
+    """'s8 w4 st2', with ' kv64', ' hs4', ' mk', ' tma', ' tf', ' r128' (a register cap) where
+    the launch sets them otherwise."""
     return (f"s{launch['splits']} w{launch['num_warps']} st{launch['num_stages']}"
             + (f" kv{launch['kv_tile']}" if launch.get("kv_tile", 128) != 128 else "")
             + (f" hs{launch['head_split']}" if launch.get("head_split", 1) > 1 else "")
             + (" mk" if launch.get("merge_kernel") else "")
             + (" tma" if launch.get("tma") else "")
-            + (" tf" if launch.get("table_first") else ""))
+            + (" tf" if launch.get("table_first") else "")
+            + (f" r{launch['max_registers']}" if launch.get("max_registers") else ""))
 
 
 def prefill_main(out_dir, mods, kv):
