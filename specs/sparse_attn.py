@@ -82,10 +82,12 @@ TMA = Param(name="tma", kind="bool",
 # 210-219 with per-token scales (two); capped at 128 or 168 they compile without spills
 # (`tools/sm90_code.py attention --max-registers`). The tuner tries 128 where it measured a
 # gain (tools/tune/space.py: `attn_register_cap`).
-MAX_REGISTERS = Param(name="max_registers", kind="int", minimum=0, maximum=255,
-                      doc="registers per thread the compiler may use (0: its own choice); a "
-                          "lower cap lets more programs share an SM where registers, not "
-                          "shared memory, bound them, at the price of any spills it forces")
+# (below about 28 registers ptxas refuses the kernel; at 64 every launch compiles, spilling)
+MAX_REGISTERS = Param(name="max_registers", kind="int", optional=True, minimum=64, maximum=255,
+                      doc="registers per thread the compiler may use (None: its own choice; "
+                          "NVIDIA only); a lower cap lets more programs share an SM where "
+                          "registers, not shared memory, bound them, at the price of any "
+                          "spills it forces")
 
 SPECS = [
     Variant(name="sparse_attn_split", template="sparse_attn.py.j2", output="sparse_attn.py",
@@ -115,7 +117,7 @@ SPECS = [
                               "tokens, are read as without it)"),
                     MAX_REGISTERS, NUM_WARPS, NUM_STAGES),
             defaults=dict(splits=1, kv_tile=BLOCK, head_split=1, merge_kernel=False,
-                          tma=False, table_first=False, max_registers=0, num_warps=4,
+                          tma=False, table_first=False, max_registers=None, num_warps=4,
                           num_stages=2)),
     Variant(name="sparse_attn_tiled", template="sparse_attn.py.j2", output="sparse_attn.py",
             **COMMON,
@@ -155,7 +157,7 @@ SPLITS_BY_PROGRAMS = Buckets(axis="programs", rows=(
 OPTIONS = dict(num_warps=4, num_stages=2)
 # a whole block per step; the last split merges
 SPLIT_OPTIONS = dict(kv_tile=BLOCK, head_split=1, merge_kernel=False, tma=False,
-                     table_first=False, max_registers=0, **OPTIONS)
+                     table_first=False, max_registers=None, **OPTIONS)
 ATTN_DOMAINS = {"q_dtype": Q_DTYPES, "kv_dtype": KV_DTYPES, "scales": SCALE_MODES,
                 "group": GROUPS, "head_dim": HEAD_DIMS}
 PORTABLE = one_of("gfx950", "generic")
@@ -253,7 +255,7 @@ PREFILL_RULES = [*declared_prefill_rules(PORTABLE),
 # (at 128 the cap was 3 µs slower on one of two H200s) and 257-1024 (a 512-program fp8 launch
 # 11 % slower capped), other inputs and other targets.
 STUDIED_LAUNCH = dict(splits=1, kv_tile=BLOCK, head_split=1, merge_kernel=False, tma=False,
-                      table_first=False, max_registers=0, num_warps=4)
+                      table_first=False, max_registers=None, num_warps=4)
 STEP_CAPPED = {"sm_90": (between(129, 256), 2, tuple(
     (dict(q_dtype=q, kv_dtype=kv, scales="none", group=group, head_dim=128),
      dict(STUDIED_LAUNCH, num_stages=stages))

@@ -2878,10 +2878,10 @@ def test_each_way_of_asking_for_pdl_reaches_the_launch(monkeypatch):
 
 def test_a_register_cap_reaches_the_split_kernel_only(monkeypatch):
     """max_registers: on NVIDIA (faked; the launches recorded, not run) the split kernel's
-    launch asks the compiler for that cap (maxnreg), the merge kernel's does not, 0 (the
-    tables' launches) asks for none; elsewhere (here the interpreter) no backend takes the
-    option and the capped launch gives the uncapped one's bits; out of range is a ValueError
-    naming the key."""
+    launch asks the compiler for that cap (maxnreg), the merge kernel's does not, None (the
+    tables' launches but where the tuner chose a cap) asks for none; elsewhere (here the
+    interpreter) no backend takes the option and the capped launch gives the uncapped one's
+    bits; out of 64..255 (ptxas refuses the kernel below ~28) is a ValueError naming the key."""
     from generated import _runtime
     options, real = [], _runtime.KernelLaunch
 
@@ -2899,7 +2899,7 @@ def test_a_register_cap_reaches_the_split_kernel_only(monkeypatch):
             "decode", **case, output=_poisoned(case["q"]))
 
     for merge in (False, True):
-        plain = run(0, merge)
+        plain = run(None, merge)
         capped = run(128, merge)
         assert [o for _, o in options] == [None] * (1 + merge)
         assert torch.equal(capped, plain)
@@ -2908,7 +2908,7 @@ def test_a_register_cap_reaches_the_split_kernel_only(monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(_runtime, "nvidia_ptx", lambda device: True)
         m.setattr(_runtime, "programmatic_launch", lambda device: False)
-        for cap in (0, 128, 168):
+        for cap in (None, 64, 128, 168):
             for merge in (False, True):
                 options.clear()
                 sk.prepare_sparse_attn(
@@ -2917,9 +2917,9 @@ def test_a_register_cap_reaches_the_split_kernel_only(monkeypatch):
                     sm_scale=case["sm_scale"], scales="none", k_scale=None, v_scale=None,
                     splits=2, num_warps=4, num_stages=2, decode_query_len=2,
                     merge_kernel=merge, max_registers=cap)
-                assert options == [(sk._sparse_attn_kernel, cap or None)] + (
+                assert options == [(sk._sparse_attn_kernel, cap)] + (
                     [(sk._sparse_attn_merge_kernel, None)] if merge else []), (cap, merge)
-    for bad in (-1, 256):
+    for bad in (-1, 0, 63, 256):
         with pytest.raises(ValueError, match="launch: max_registers"):
             sa.sparse_attn_with_launch(dict(splits=2, max_registers=bad, num_warps=4,
                                             num_stages=2), "decode", **case,
@@ -2948,15 +2948,15 @@ def test_gpu_register_capped_launches_fit_the_cap_and_give_the_same_bits(monkeyp
         case.update(scale_args(case, scales, 74))
         for launch in (dict(splits=1), dict(splits=2, tma=True)):
             got = {}
-            for registers in (0, cap):
+            for registers in (None, cap):
                 made.clear()
                 got[registers] = sa.sparse_attn_with_launch(
                     dict(launch, max_registers=registers, num_warps=4, num_stages=2),
                     "decode", **case, output=_poisoned(case["q"]))
                 torch.cuda.synchronize()
                 n_regs = made[0].compiled.n_regs
-                assert registers == 0 or n_regs <= cap, (kv_dtype, scales, launch, n_regs)
-            assert torch.equal(got[cap], got[0]), (kv_dtype, scales, launch)
+                assert registers is None or n_regs <= cap, (kv_dtype, scales, launch, n_regs)
+            assert torch.equal(got[cap], got[None]), (kv_dtype, scales, launch)
         check(got[cap], ref_sparse_attn(case["q"], case["kv"], case["topk_idx"],
                                         case["block_table"], pos, 2, case["sm_scale"],
                                         case.get("k_scale"), case.get("v_scale")))

@@ -713,7 +713,7 @@ def test_simpler_means_default_then_kernel_then_features_then_grid():
     # a register cap counts as a feature switched on: within noise the uncapped launch stays
     split = dict(splits=2, kv_tile=128, head_split=1, merge_kernel=False, tma=False,
                  table_first=False, num_warps=4, num_stages=2)
-    plain, capped = ("sparse_attn_split", dict(split, max_registers=0)), \
+    plain, capped = ("sparse_attn_split", dict(split, max_registers=None)), \
         ("sparse_attn_split", dict(split, max_registers=128))
     fewer_splits = ("sparse_attn_split", dict(split, splits=1, max_registers=128))
     assert sorted([capped, plain], key=lambda c: choose.simplicity(c, d)) == [plain, capped]

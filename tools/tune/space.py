@@ -742,7 +742,7 @@ class Space:
             cands += [(v, dict(p, tma=True)) for v, p in cands]
         if mode == "decode" and programs <= ATTN_TABLE_FIRST_MAX_PROGRAMS and not self.quick:
             cands += [(v, dict(p, table_first=True)) for v, p in cands]
-        cands = [(v, dict(p, max_registers=0)) for v, p in cands]
+        cands = [(v, dict(p, max_registers=None)) for v, p in cands]
         if mode == "decode" and not self.quick:
             cap = attn_register_cap(inputs)
             cands += [(v, dict(p, max_registers=cap)) for v, p in cands
