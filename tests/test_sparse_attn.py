@@ -2881,7 +2881,8 @@ def test_a_register_cap_reaches_the_split_kernel_only(monkeypatch):
     launch asks the compiler for that cap (maxnreg), the merge kernel's does not, None (the
     tables' launches but where the tuner chose a cap) asks for none; elsewhere (here the
     interpreter) no backend takes the option and the capped launch gives the uncapped one's
-    bits; out of 64..255 (ptxas refuses the kernel below ~28) is a ValueError naming the key."""
+    bits; out of 64..255 (ptxas refuses the kernel below ~28) is a ValueError naming the key;
+    a table row's cap and an explicit launch's reach the launcher from every entry."""
     from generated import _runtime
     options, real = [], _runtime.KernelLaunch
 
@@ -2919,6 +2920,33 @@ def test_a_register_cap_reaches_the_split_kernel_only(monkeypatch):
                     merge_kernel=merge, max_registers=cap)
                 assert options == [(sk._sparse_attn_kernel, cap)] + (
                     [(sk._sparse_attn_merge_kernel, None)] if merge else []), (cap, merge)
+    # a table row's cap and an explicit launch's reach the launcher from each entry: decode,
+    # prefill's split rows and the decode step (fresh plan caches)
+    from types import SimpleNamespace
+
+    asked, prepare, row = [], sa.prepare_sparse_attn, sa._row
+
+    def recorded(*args, max_registers=None, **kwargs):
+        asked.append(max_registers)
+        return prepare(*args, max_registers=max_registers, **kwargs)
+
+    def capped(mode, hw, key):
+        got = row(mode, hw, key)
+        params = dict(got.params, max_registers=96) if got.variant == sa.SPLIT else got.params
+        return SimpleNamespace(variant=got.variant, where=got.where, index=got.index,
+                               params=params)
+
+    monkeypatch.setattr(sa, "prepare_sparse_attn", recorded)
+    monkeypatch.setattr(sa, "_row", capped)
+    monkeypatch.setattr(sa, "_PLANS", _runtime.PlanCache())
+    monkeypatch.setattr(sa, "_STEP_PLANS", _runtime.PlanCache())
+    generated.sparse_attn_decode(**case, output=_poisoned(case["q"]))
+    args, max_q, _ = _small_prefill(73)
+    generated.sparse_attn_prefill(*args, max_q, 1, 0.125, _poisoned(args[0]))
+    generated.sparse_decode_step(*_step_args(73))
+    sa.sparse_decode_step_with_launch(dict(splits=2, max_registers=112, num_warps=4,
+                                           num_stages=2), *_step_args(73))
+    assert asked == [96, 96, 96, 112]
     for bad in (-1, 0, 63, 256):
         with pytest.raises(ValueError, match="launch: max_registers"):
             sa.sparse_attn_with_launch(dict(splits=2, max_registers=bad, num_warps=4,
@@ -2928,10 +2956,10 @@ def test_a_register_cap_reaches_the_split_kernel_only(monkeypatch):
 
 @pytest.mark.gpu
 def test_gpu_register_capped_launches_fit_the_cap_and_give_the_same_bits(monkeypatch):
-    """At MiniMax-M3 sizes on the GPU (D 128, G 16, 32k contexts) a launch under the tuner's
-    register caps compiles to at most that many registers per thread and gives the uncapped
-    launch's bits: a bf16 cache at 168, an fp8 cache at 128 and with per-token scales at 168,
-    pointer and tma tiles."""
+    """At MiniMax-M3 sizes on the GPU (D 128, G 16, 32k contexts) a launch under a register cap
+    compiles to at most that many registers per thread and gives the uncapped launch's bits:
+    a bf16 cache at 168, an fp8 cache at 128 (the cap the tuner tries) and with per-token
+    scales at 168, pointer and tma tiles."""
     from generated import _runtime
     made, real = [], _runtime.KernelLaunch
 

@@ -1395,8 +1395,8 @@ def prefill_main(out_dir, mods, kv):
             Hq // Hkv, q.shape[2], chunk * Hkv)
         if option("--launch"):  # a launch instead of the table's (splits: the split kernel)
             given = parse_launches(option("--launch"))[0]
-            launch = ({"variant": "sparse_attn_split", "kv_tile": 128, "head_split": 1,
-                       "merge_kernel": False, "tma": False, "table_first": False}
+            launch = ({"variant": "sparse_attn_split",
+                       **sparse_attention.DEFAULTS[sparse_attention.SPLIT]}
                       if "splits" in given else
                       {"variant": "sparse_attn_tiled", "sorted_union": True, "tma": False})
             launch.update(given)
@@ -1413,11 +1413,12 @@ def prefill_main(out_dir, mods, kv):
                     **{k: launch[k] for k in ("lanes", "sorted_union", "tma", "num_warps",
                                               "num_stages")})
             else:
+                split = {**launch, **LAUNCH_OPTIONS.get(name, {})}
                 run = mod.prepare_sparse_attn(
                     *(case[k] for k in keys), out, mode="prefill", **common_args,
-                    **{k: launch[k] for k in ("splits", "num_warps", "num_stages",
-                                              *sparse_attention.LEFT_OUT[
-                                                  sparse_attention.SPLIT])})
+                    **{k: split[k] for k in ("splits", "num_warps", "num_stages",
+                                             *sparse_attention.LEFT_OUT[
+                                                 sparse_attention.SPLIT])})
             call = calls[name] = (lambda run=run: run(
                 *(case[k] for k in keys), case["cu_seqlens_q"], case["prefix_lens"],
                 case.get("k_scale"), case.get("v_scale"), out))

@@ -192,7 +192,7 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
     row's table read before the ids (``table_held`` entries; default as the launcher holds them,
     `sparse_attn.table_held`: TABLE_FIRST_MAX); ``scales``: none, scalar or per_token (K and V scales of an fp8 cache); ``pairs_desc``: that descriptor over an fp8
     cache viewed as 16-bit pairs (attn_ablation's k_pairs_tma); ``mode``: decode or prefill
-    rows; ``max_registers``: ptxas' cap per thread (.maxnreg; attn_ablation's regs128)."""
+    rows; ``max_registers``: ptxas' cap per thread (.maxnreg; the launch option max_registers)."""
     from generated import sparse_attn
 
     if table_held is None:
@@ -295,7 +295,10 @@ def launch_facts(launch, source=None, variant=None) -> tuple:
     common.setup(False)
     os.environ.pop("TRITON_INTERPRET", None)
     mode, q, cache, scales, group, params = launch
-    p = dict(params)
+    import attn_ablation
+
+    # (a variant that is a launch option, such as regs128, changes the launch, not the source)
+    p = {**dict(params), **attn_ablation.LAUNCH_OPTIONS.get(variant, {})}
     with sparse_attn_module(source, variant):
         if "lanes" in p:
             compiled = tiled(group, 128, p["lanes"], p["num_warps"], p["num_stages"], q, cache,

@@ -692,6 +692,12 @@ class Space:
                 + ("" if inputs["kv_dtype"] == "bf16" else f" {inputs['kv_dtype']}")
                 + ("" if scales == "none" else f":{scales}"))
 
+    @staticmethod
+    def attn_grid(inputs, programs, params) -> int:
+        """Programs a split launch's grid holds at ``programs`` (row, KV head) pairs: each
+        pair's head shares (at most G) times its splits."""
+        return programs * min(params["head_split"], inputs["group"]) * params["splits"]
+
     def attn_candidates_at(self, mode, inputs, programs, Q=1) -> list:
         """Split counts 1..16 × (warps, stages) with whole-block steps; up to 512 programs
         also 64-key steps at 2, 3 and 4 stages (more of a row's bytes in flight for small
@@ -747,7 +753,7 @@ class Space:
             cap = attn_register_cap(inputs)
             cands += [(v, dict(p, max_registers=cap)) for v, p in cands
                       if cap and p["num_warps"] == 4 and not p["table_first"]
-                      and programs * p["splits"] > 2 * self.sms]
+                      and self.attn_grid(inputs, programs, p) > 2 * self.sms]
         if mode == "prefill":
             # the union by minima (not pipelined: its stages change nothing), or as sorted
             # keys, unpipelined (1 stage: two programs per SM) or over 2 or 3 stages
