@@ -2,6 +2,7 @@
 """Host cost per eager call of every public entry (issues 13, 19, 21), on a CUDA device.
 
     python3 tools/hostcost.py [--out DIR] [--calls 300]
+    python3 tools/hostcost.py --against OLD [--rounds 4]   # OLD/generated: another package
 
 Method: the GPU is first given a long `torch.cuda._sleep`, so launches never wait for a full
 queue; then each call is timed alone with a host clock (median of --calls, ≥ 300). That is
@@ -9,7 +10,11 @@ the Python + launch cost a caller pays per call, whatever the kernels' GPU time.
 entries: `F.linear(x.float(), w)` on the same router shapes and an empty Triton kernel launched
 through the JIT. `sparse_decode_step` is judged against the two calls it replaces (the
 indexer's and the attention's host µs, measured beside it). Prints a table with the targets
-and writes DIR/hostcost.json (about 2 minutes: each row sleeps the GPU 3 s).
+and writes DIR/hostcost.json (about a minute with the kernels compiled).
+
+Host time moves by several µs between hosts and between processes on one host: to compare two
+packages, `--against OLD` times each row of ours and of OLD/generated (e.g. `mkdir OLD && git
+archive REV generated | tar -x -C OLD`) alternately in one process.
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ PREFILL = ((1, 0, 8192, 1), (8, 1024, 128, 4))
 # (Hq, Hkv, R, context, Q) of the attention rows (issue 21): judged like index_decode_scores
 ATTENTION = ((32, 2, 32, 32768, 1), (64, 4, 1, 32768, 1))
 ROUTER = ((6144, 128, 1, "bf16"), (3072, 256, 8, "bf16"))
-SLEEP_CYCLES = 2_000_000_000  # ~1 s of GPU time: longer than the timed calls
+SLEEP_CYCLES = 400_000_000  # ~0.2 s of GPU time: far longer than 100 timed calls
 
 
 def host_us(fn, calls: int) -> float:
@@ -87,73 +92,152 @@ def prefill_fns(generated, row):
     ]
 
 
+def decode_rows(generated, R, ctx, Q):
+    name, decode, scores, _ = decode_fns(generated, R, ctx, Q)
+    return [(f"index_decode {name} +table", decode, targets.HOST_US["index_decode"]),
+            (f"index_decode_scores {name}", scores, targets.HOST_US["index_decode_scores"])]
+
+
+def attention_rows(generated, row):
+    """The attention entry and the decode step, judged against the two calls it replaces."""
+    import torch
+
+    import bench_attn
+
+    case = bench_attn.make_case(row, "cuda")
+    out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
+    Hq, Hkv, R, ctx, Q = row
+    name = f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}"
+    indexer, attention, step, _ = bench_attn.step_calls(generated, case, row, "cuda")
+    parts = (f"index_decode of the step {name}", f"sparse_attn_decode of the step {name}")
+    return [(f"sparse_attn_decode {name}",
+             lambda: generated.sparse_attn_decode(**case, output=out),
+             targets.HOST_US["index_decode_scores"]),
+            (parts[0], indexer, None), (parts[1], attention, None),
+            (f"sparse_decode_step {name}", step, (parts, 0.0))]
+
+
+def router_rows(generated, K, N, M, dt):
+    """The router entries beside `F.linear(x.float(), w)` (issue 13's target)."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.randn((M, K), device="cuda").to(common.torch_dtype(dt))
+    w = torch.randn((N, K), device="cuda")
+    lin, gemm = f"F.linear(x.float(), w) ({K},{N}) M{M} {dt}", f"router_gemm ({K},{N}) M{M} {dt}"
+    return [(lin, lambda: F.linear(x.float(), w), None),
+            (gemm, lambda: generated.router_gemm(x, w), ((lin,), 0.0)),
+            (f"router_logits ({K},{N}) M{M} {dt}", lambda: generated.router_logits(x, w),
+             ((gemm,), targets.HOST_LOGITS_OVER_GEMM_US))]
+
+
+def groups(generated):
+    """The timed rows, one group of inputs at a time (made when the one before is done):
+    lists of (name, call, target), a target None, a number of µs, or (earlier rows' names,
+    an offset): their µs summed plus the offset."""
+    import torch
+
+    dummy = torch.zeros(16, dtype=torch.int32, device="cuda")
+    yield [("empty Triton kernel (JIT launch)", lambda: common.launch_empty(dummy), None)]
+    for R, ctx, Q in DECODE:
+        yield decode_rows(generated, R, ctx, Q)
+    for row in PREFILL:
+        yield prefill_fns(generated, row)
+    for row in ATTENTION:
+        yield attention_rows(generated, row)
+    for K, N, M, dt in ROUTER:
+        yield router_rows(generated, K, N, M, dt)
+
+
+def load_package(folder: str, name: str = "generated_against"):
+    """The generated package under ``folder`` (e.g. `git archive REV generated | tar -x -C
+    DIR`), imported as ``name`` beside ours."""
+    import importlib.util
+
+    init = os.path.join(folder, "generated", "__init__.py")
+    if not os.path.exists(init):
+        raise SystemExit(f"--against: no generated/__init__.py under {folder}")
+    spec = importlib.util.spec_from_file_location(
+        name, init, submodule_search_locations=[os.path.dirname(init)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def measure(calls: int) -> dict:
+    """{row: {"host_us", "target_us"}} of our package, rows in order."""
+    import generated
+
+    results = {}
+    for group in groups(generated):
+        for name, fn, target in group:
+            us = host_us(fn, calls)
+            if isinstance(target, tuple):
+                names, offset = target
+                target = round(sum(results[n]["host_us"] for n in names) + offset, 2)
+            results[name] = {"host_us": round(us, 2), "target_us": target}
+        del group
+        common.free_memory()
+    return results
+
+
+def compare(calls: int, folder: str, rounds: int) -> dict:
+    """{row: {"host_us", "against_us"}}: each row of our package and of the one under
+    ``folder`` timed alternately (ABBA…, ``rounds`` each, the median of their medians)."""
+    import generated
+
+    other = load_package(folder)
+    results = {}
+    for ours, theirs in zip(groups(generated), groups(other)):
+        for (name, fn, _), (_, fn_other, _) in zip(ours, theirs):
+            times = {"host_us": [], "against_us": []}
+            try:
+                for r in range(rounds):
+                    order = (("host_us", fn), ("against_us", fn_other))
+                    for key, f in order if r % 2 == 0 else order[::-1]:
+                        times[key].append(host_us(f, calls))
+            except Exception as e:  # (an older package may lack an entry or an argument)
+                results[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+                continue
+            results[name] = {k: round(statistics.median(v), 2) for k, v in times.items()}
+        del ours, theirs
+        common.free_memory()
+    return results
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None)
     p.add_argument("--calls", type=int, default=300)
+    p.add_argument("--against", metavar="DIR", default=None,
+                   help="a folder holding another generated/ package: time each row of both, "
+                        "alternately in this process (host time moves between processes)")
+    p.add_argument("--rounds", type=int, default=4, help="--against: timings of each per row")
     args = p.parse_args(argv)
     common.setup(smoke=False)
-    import torch
-    import torch.nn.functional as F
 
-    import generated
-
-    rows, results = [], {}
-
-    def record(name, us, target=None):
-        results[name] = {"host_us": round(us, 2), "target_us": target}
-        rows.append((name, us, target))
-
-    dummy = torch.zeros(16, dtype=torch.int32, device="cuda")
-    record("empty Triton kernel (JIT launch)", host_us(lambda: common.launch_empty(dummy),
-                                                       args.calls))
-    for R, ctx, Q in DECODE:
-        name, decode, scores, inp = decode_fns(generated, R, ctx, Q)
-        record(f"index_decode {name} +table", host_us(decode, args.calls),
-               targets.HOST_US["index_decode"])
-        record(f"index_decode_scores {name}", host_us(scores, args.calls),
-               targets.HOST_US["index_decode_scores"])
-        del inp
-        common.free_memory()
-    for row in PREFILL:
-        for name, fn, target in prefill_fns(generated, row):
-            record(name, host_us(fn, args.calls), target)
-        common.free_memory()
-    for row in ATTENTION:
-        import bench_attn
-
-        case = bench_attn.make_case(row, "cuda")
-        out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
-        Hq, Hkv, R, ctx, Q = row
-        name = f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}"
-        record(f"sparse_attn_decode {name}",
-               host_us(lambda: generated.sparse_attn_decode(**case, output=out), args.calls),
-               targets.HOST_US["index_decode_scores"])
-        # the decode step: at most the two calls it replaces
-        indexer, attention, step, _ = bench_attn.step_calls(generated, case, row, "cuda")
-        two = host_us(indexer, args.calls) + host_us(attention, args.calls)
-        record(f"sparse_decode_step {name}", host_us(step, args.calls), round(two, 2))
-        del case, out, indexer, attention, step
-        common.free_memory()
-    for K, N, M, dt in ROUTER:
-        x = torch.randn((M, K), device="cuda").to(common.torch_dtype(dt))
-        w = torch.randn((N, K), device="cuda")
-        lin = host_us(lambda: F.linear(x.float(), w), args.calls)
-        gemm = host_us(lambda: generated.router_gemm(x, w), args.calls)
-        logits = host_us(lambda: generated.router_logits(x, w), args.calls)
-        record(f"F.linear(x.float(), w) ({K},{N}) M{M} {dt}", lin)
-        record(f"router_gemm ({K},{N}) M{M} {dt}", gemm, lin)
-        record(f"router_logits ({K},{N}) M{M} {dt}", logits,
-               gemm + targets.HOST_LOGITS_OVER_GEMM_US)
-    print(f"\n{'entry (eager, host µs per call, median of ' + str(args.calls) + ')':60s}"
-          f"{'µs':>9s}  target")
-    for name, us, target in rows:
-        verdict = "" if target is None else \
-            f"≤ {target:.1f} {'PASS' if us <= target else 'FAIL'}"
-        print(f"{name:60s}{us:9.2f}  {verdict}")
+    header = f"entry (eager, host µs per call, median of {args.calls})"
+    if args.against:
+        results = compare(args.calls, args.against, args.rounds)
+        print(f"\n{header:60s}{'ours':>9s}{'against':>9s}  ours/against")
+        for name, r in results.items():
+            print(f"{name:60s}  {r['error']}" if "error" in r else
+                  f"{name:60s}{r['host_us']:9.2f}{r['against_us']:9.2f}  "
+                  f"{r['host_us'] / r['against_us']:.3f}")
+    else:
+        results = measure(args.calls)
+        print(f"\n{header:60s}{'µs':>9s}  target")
+        for name, r in results.items():
+            target = r["target_us"]
+            verdict = "" if target is None else \
+                f"≤ {target:.1f} {'PASS' if r['host_us'] <= target else 'FAIL'}"
+            print(f"{name:60s}{r['host_us']:9.2f}  {verdict}")
     if args.out:
         common.write_json(os.path.join(args.out, "hostcost.json"),
-                          {"env": common.env_info(), "calls": args.calls, "rows": results})
+                          {"env": common.env_info(), "calls": args.calls,
+                           **({"against": args.against, "rounds": args.rounds}
+                              if args.against else {}), "rows": results})
     return 0
 
 
