@@ -703,6 +703,43 @@ def test_table_builder_refuses_widths_whose_keys_pass_int32():
     assert int(ctx[0]) == 100
 
 
+def test_index_decode_writes_into_out_whatever_its_rows_and_counter_width():
+    """``out`` with exactly total_q rows is returned itself, a wider one as the view of its
+    first total_q rows (the rows past them untouched); a counter of exactly total_q columns
+    or wider: the same ids as fresh buffers give, on a new plan and on its cached one."""
+    base = _decode_case(1, 0, False)
+    T = len(LENS) * Q
+    want = generated.index_decode(**{**base, "out": None, "completion_counter": None})
+    for rows, columns in ((T, T), (T + 3, T + 1), (T, T + 1), (T + 3, T)):
+        for _ in range(2):
+            out = torch.full((1, rows, TOPK), -9, dtype=torch.int32, device=DEVICE)
+            counter = torch.zeros((1, columns), dtype=torch.int32, device=DEVICE)
+            got = generated.index_decode(**{**base, "out": out, "completion_counter": counter})
+            assert (got is out) == (rows == T)
+            assert got.data_ptr() == out.data_ptr() and got.shape == (1, T, TOPK)
+            assert torch.equal(got, want) and bool((out[:, T:] == -9).all())
+
+
+def test_disjoint_arguments_take_addresses_in_the_calls_order():
+    """A check built with the call's order (`order`: an entry's key order) compares each
+    written tensor with every other, naming them; an order that does not name each tensor
+    once is a ValueError."""
+    from generated import _runtime
+
+    buf = torch.zeros(64, dtype=torch.int32)
+    out, a, b = buf[0:8], buf[8:16], buf[16:24]
+    check = _runtime.DisjointArguments(dict(out=out), dict(a=a, b=b), order=("a", "b", "out"))
+    check(a, b, out)  # apart
+    check.check([a.data_ptr(), b.data_ptr(), out.data_ptr()])
+    with pytest.raises(ValueError, match="^out: shares memory with b"):
+        check(a, buf[4:12], out)
+    with pytest.raises(ValueError, match="^out: shares memory with a"):
+        check.check([buf[2:10].data_ptr(), b.data_ptr(), out.data_ptr()])
+    for order in (("a", "out"), ("a", "b", "out", "out"), ("a", "b", "c")):
+        with pytest.raises(ValueError, match="^order"):
+            _runtime.DisjointArguments(dict(out=out), dict(a=a, b=b), order=order)
+
+
 def test_sharing_is_checked_again_when_the_addresses_change_under_one_plan():
     """The same plan key (shapes, strides, alignment) with the counter moved over ``out``:
     refused, although the last call's addresses passed; the separate buffers pass again."""

@@ -1895,8 +1895,8 @@ def _step_in_a_graph(R, ctx):
     # (a plan as the step made its own, and its call: how it launches the attention)
     plan = sa._StepPlan(idx_q, idx_cache, idx_table, q, kv, table, seq_lens, ctx, topk, 0, 1,
                         Hkv, Q, Q, D ** -0.5, out, None, None, ids_out, counter, None)
-    return plan, lambda: plan(idx_q, idx_cache, idx_table, q, kv, table, seq_lens, out, None,
-                              None, ids_out, counter)
+    return plan, lambda: plan(idx_q, idx_cache, idx_table, q, kv, table, seq_lens, None, None,
+                              out, ids_out, counter)
 
 
 @pytest.mark.gpu

@@ -2,7 +2,7 @@
 """Host cost per eager call of every public entry (issues 13, 19, 21), on a CUDA device.
 
     python3 tools/hostcost.py [--out DIR] [--calls 300]
-    python3 tools/hostcost.py --against OLD [--rounds 4]   # OLD/generated: another package
+    python3 tools/hostcost.py --against OLD [--calls 1000]   # OLD/generated: another package
 
 Method: the GPU is first given a long `torch.cuda._sleep`, so launches never wait for a full
 queue; then each call is timed alone with a host clock (median of --calls, ≥ 300). That is
@@ -14,7 +14,7 @@ and writes DIR/hostcost.json (about a minute with the kernels compiled).
 
 Host time moves by several µs between hosts and between processes on one host: to compare two
 packages, `--against OLD` times each row of ours and of OLD/generated (e.g. `mkdir OLD && git
-archive REV generated | tar -x -C OLD`) alternately in one process.
+archive REV generated | tar -x -C OLD`) call by call in turns, in one process.
 """
 from __future__ import annotations
 
@@ -182,25 +182,41 @@ def measure(calls: int) -> dict:
     return results
 
 
-def compare(calls: int, folder: str, rounds: int) -> dict:
+def host_us_pair(fn, other, calls: int) -> tuple[float, float]:
+    """Median host µs of ``fn()`` and of ``other()``, timed call by call in turns (the order
+    swapped every call) while the GPU is busy: a host's slow drift hits both alike."""
+    import torch
+
+    fn(), other()
+    torch.cuda.synchronize()
+    samples = ([], [])
+    while len(samples[0]) < calls:
+        torch.cuda._sleep(SLEEP_CYCLES)
+        for i in range(min(50, calls - len(samples[0]))):  # ≤ 100 calls per sleep
+            for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+                f = (fn, other)[k]
+                t0 = time.perf_counter()
+                f()
+                samples[k].append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
+def compare(calls: int, folder: str) -> dict:
     """{row: {"host_us", "against_us"}}: each row of our package and of the one under
-    ``folder`` timed alternately (ABBA…, ``rounds`` each, the median of their medians)."""
+    ``folder``, timed call by call in turns (`host_us_pair`)."""
     import generated
 
     other = load_package(folder)
     results = {}
     for ours, theirs in zip(groups(generated), groups(other)):
         for (name, fn, _), (_, fn_other, _) in zip(ours, theirs):
-            times = {"host_us": [], "against_us": []}
             try:
-                for r in range(rounds):
-                    order = (("host_us", fn), ("against_us", fn_other))
-                    for key, f in order if r % 2 == 0 else order[::-1]:
-                        times[key].append(host_us(f, calls))
+                a, b = host_us_pair(fn, fn_other, calls)
             except Exception as e:  # (an older package may lack an entry or an argument)
                 results[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
                 continue
-            results[name] = {k: round(statistics.median(v), 2) for k, v in times.items()}
+            results[name] = {"host_us": round(a, 2), "against_us": round(b, 2)}
         del ours, theirs
         common.free_memory()
     return results
@@ -212,14 +228,13 @@ def main(argv=None) -> int:
     p.add_argument("--calls", type=int, default=300)
     p.add_argument("--against", metavar="DIR", default=None,
                    help="a folder holding another generated/ package: time each row of both, "
-                        "alternately in this process (host time moves between processes)")
-    p.add_argument("--rounds", type=int, default=4, help="--against: timings of each per row")
+                        "call by call in turns (host time moves between processes)")
     args = p.parse_args(argv)
     common.setup(smoke=False)
 
     header = f"entry (eager, host µs per call, median of {args.calls})"
     if args.against:
-        results = compare(args.calls, args.against, args.rounds)
+        results = compare(args.calls, args.against)
         print(f"\n{header:60s}{'ours':>9s}{'against':>9s}  ours/against")
         for name, r in results.items():
             print(f"{name:60s}  {r['error']}" if "error" in r else
@@ -236,8 +251,7 @@ def main(argv=None) -> int:
     if args.out:
         common.write_json(os.path.join(args.out, "hostcost.json"),
                           {"env": common.env_info(), "calls": args.calls,
-                           **({"against": args.against, "rounds": args.rounds}
-                              if args.against else {}), "rows": results})
+                           **({"against": args.against} if args.against else {}), "rows": results})
     return 0
 
 
