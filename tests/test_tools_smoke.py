@@ -348,6 +348,39 @@ def test_device_tools_parse_their_command_line(tool):
     assert run.returncode == 0 and "usage:" in run.stdout, run.stderr[-2000:]
 
 
+def test_hostcost_sums_targets_across_groups_and_names_a_missing_entry(monkeypatch, tmp_path):
+    """tools/hostcost.py's bookkeeping (the GPU timing faked: a call's µs is its value): a
+    target naming earlier rows is their sum plus the offset; `--against` pairs each row with
+    the other package's and records an error for a group that package cannot make; a
+    package is named by its manifest's hash."""
+    import importlib
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
+    hostcost = importlib.import_module("hostcost")
+
+    def groups(package):
+        yield lambda: [("a", lambda: 1.0, None), ("b", lambda: 2.0, 5.0)]
+        yield lambda: [("c", lambda: 3.0, (("a", "b"), 1.0))]
+        if package == "other":
+            yield lambda: {}["index_prefill"]  # (an entry the other package lacks)
+        else:
+            yield lambda: [("d", lambda: 4.0, None)]
+
+    monkeypatch.setattr(hostcost, "groups", groups)
+    monkeypatch.setattr(hostcost, "host_us", lambda fn, calls: fn())
+    monkeypatch.setattr(hostcost, "host_us_pair", lambda fn, other, calls: (fn(), other() + 0.5))
+    monkeypatch.setattr(hostcost, "load_package", lambda folder: "other")
+    assert hostcost.measure(10) == {
+        "a": {"host_us": 1.0, "target_us": None}, "b": {"host_us": 2.0, "target_us": 5.0},
+        "c": {"host_us": 3.0, "target_us": 4.0}, "d": {"host_us": 4.0, "target_us": None}}
+    got = hostcost.compare(10, "OLD")
+    assert got["c"] == {"host_us": 3.0, "against_us": 3.5}
+    assert got["d"] == {"error": "KeyError: 'index_prefill'"}
+    import generated
+
+    assert hostcost.manifest_hash(generated) and len(hostcost.manifest_hash(generated)) == 16
+
+
 def test_tuner_runs_as_a_module():
     run = _run(["-m", "tools.tune", "measure", "--help"], timeout=120)
     assert run.returncode == 0 and "--requests" in run.stdout, run.stderr[-2000:]

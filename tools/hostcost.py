@@ -132,21 +132,22 @@ def router_rows(generated, K, N, M, dt):
 
 
 def groups(generated):
-    """The timed rows, one group of inputs at a time (made when the one before is done):
-    lists of (name, call, target), a target None, a number of µs, or (earlier rows' names,
-    an offset): their µs summed plus the offset."""
+    """The timed rows, one group of inputs at a time: zero-argument builders, each giving a list
+    of (name, call, target), a target None, a number of µs, or (earlier rows' names, an
+    offset): their µs summed plus the offset. A group's inputs live while it is timed."""
     import torch
 
     dummy = torch.zeros(16, dtype=torch.int32, device="cuda")
-    yield [("empty Triton kernel (JIT launch)", lambda: common.launch_empty(dummy), None)]
+    yield lambda: [("empty Triton kernel (JIT launch)", lambda: common.launch_empty(dummy),
+                    None)]
     for R, ctx, Q in DECODE:
-        yield decode_rows(generated, R, ctx, Q)
+        yield lambda R=R, ctx=ctx, Q=Q: decode_rows(generated, R, ctx, Q)
     for row in PREFILL:
-        yield prefill_fns(generated, row)
+        yield lambda row=row: prefill_fns(generated, row)
     for row in ATTENTION:
-        yield attention_rows(generated, row)
+        yield lambda row=row: attention_rows(generated, row)
     for K, N, M, dt in ROUTER:
-        yield router_rows(generated, K, N, M, dt)
+        yield lambda K=K, N=N, M=M, dt=dt: router_rows(generated, K, N, M, dt)
 
 
 def load_package(folder: str, name: str = "generated_against"):
@@ -170,16 +171,19 @@ def measure(calls: int) -> dict:
     import generated
 
     results = {}
-    for group in groups(generated):
-        for name, fn, target in group:
-            us = host_us(fn, calls)
-            if isinstance(target, tuple):
-                names, offset = target
-                target = round(sum(results[n]["host_us"] for n in names) + offset, 2)
-            results[name] = {"host_us": round(us, 2), "target_us": target}
-        del group
-        common.free_memory()
+    for build in groups(generated):
+        _measure_group(build(), calls, results)
+        common.free_memory()  # (the group's inputs went with its rows)
     return results
+
+
+def _measure_group(rows, calls: int, results: dict) -> None:
+    for name, fn, target in rows:
+        us = host_us(fn, calls)
+        if isinstance(target, tuple):
+            names, offset = target
+            target = round(sum(results[n]["host_us"] for n in names) + offset, 2)
+        results[name] = {"host_us": round(us, 2), "target_us": target}
 
 
 def host_us_pair(fn, other, calls: int) -> tuple[float, float]:
@@ -204,22 +208,44 @@ def host_us_pair(fn, other, calls: int) -> tuple[float, float]:
 
 def compare(calls: int, folder: str) -> dict:
     """{row: {"host_us", "against_us"}}: each row of our package and of the one under
-    ``folder``, timed call by call in turns (`host_us_pair`)."""
+    ``folder``, timed call by call in turns (`host_us_pair`); {"error"} where the other
+    package cannot make or run it (an older one may lack an entry or an argument)."""
     import generated
 
     other = load_package(folder)
     results = {}
-    for ours, theirs in zip(groups(generated), groups(other)):
-        for (name, fn, _), (_, fn_other, _) in zip(ours, theirs):
-            try:
-                a, b = host_us_pair(fn, fn_other, calls)
-            except Exception as e:  # (an older package may lack an entry or an argument)
-                results[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
-                continue
-            results[name] = {"host_us": round(a, 2), "against_us": round(b, 2)}
-        del ours, theirs
-        common.free_memory()
+    for build, build_other in zip(groups(generated), groups(other)):
+        _compare_group(build(), build_other, calls, results)
+        common.free_memory()  # (the groups' inputs went with their rows)
     return results
+
+
+def _compare_group(ours, build_other, calls: int, results: dict) -> None:
+    try:
+        theirs = [fn for _, fn, _ in build_other()]
+    except Exception as e:
+        theirs = [f"{type(e).__name__}: {e}"[:300]] * len(ours)
+    for (name, fn, _), other in zip(ours, theirs):
+        if isinstance(other, str):  # (the other package could not make the row)
+            results[name] = {"error": other}
+            continue
+        try:
+            a, b = host_us_pair(fn, other, calls)
+        except Exception as e:
+            results[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            continue
+        results[name] = {"host_us": round(a, 2), "against_us": round(b, 2)}
+
+
+def manifest_hash(package) -> str | None:
+    """sha256 of a generated package's MANIFEST.json (which names every file's hash)."""
+    import hashlib
+
+    path = os.path.join(os.path.dirname(package.__file__), "MANIFEST.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
 def main(argv=None) -> int:
@@ -249,9 +275,15 @@ def main(argv=None) -> int:
                 f"≤ {target:.1f} {'PASS' if r['host_us'] <= target else 'FAIL'}"
             print(f"{name:60s}{r['host_us']:9.2f}  {verdict}")
     if args.out:
+        import generated
+
+        packages = {"manifest": manifest_hash(generated)}
+        if args.against:
+            packages.update(against=args.against,
+                            against_manifest=manifest_hash(sys.modules["generated_against"]))
         common.write_json(os.path.join(args.out, "hostcost.json"),
-                          {"env": common.env_info(), "calls": args.calls,
-                           **({"against": args.against} if args.against else {}), "rows": results})
+                          {"env": common.env_info(), "calls": args.calls, **packages,
+                           "rows": results})
     return 0
 
 
