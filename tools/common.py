@@ -34,7 +34,8 @@ FLUSH_BYTES = 256 << 20
 # How replay_times empties L2 before each sample:
 #   "write": zero a 256 MB buffer (triton.testing.do_bench's way). L2 is write-back, so part
 #            of those zeros is still dirty in L2 when the timed region starts and the kernel
-#            under test pays for writing it back as it evicts it (docs/PERFORMANCE.md, timing method: ~8 µs at 128k).
+#            under test pays for writing it back as it evicts it (~8 µs at 128k, measured when
+#            the indexer was first timed).
 #   "read":  read a 256 MB buffer (a max). L2 then holds only clean lines of that buffer:
 #            nothing of the kernel's inputs and no pending write-back.
 FLUSH_MODES = ("write", "read")
