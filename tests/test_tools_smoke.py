@@ -420,11 +420,11 @@ def test_gpu_check_names_attention_tune_runs_by_their_filters(tmp_path):
                     "tune_attention_modes_decode_kv_dtypes_fp8e4m3_per_token.log"], logs
 
 
-@pytest.mark.parametrize("errors", [0, 2])
-def test_gpu_check_memcheck_runs_the_kernel_tests_and_counts_errors(tmp_path, errors):
+@pytest.mark.parametrize("errors,jobs", [(0, None), (2, None), (0, "0")])
+def test_gpu_check_memcheck_runs_the_kernel_tests_and_counts_errors(tmp_path, errors, jobs):
     """`gpu_check.sh memcheck` with a stand-in compute-sanitizer (it records its command line
     and writes a log as memcheck does): the kernels' non-gpu tests, the caching allocator off,
-    and any error reported fails the run."""
+    any error reported fails the run; xdist workers (8 by default), none with GPU_TEST_JOBS=0."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "compute-sanitizer"
@@ -451,11 +451,15 @@ def test_gpu_check_memcheck_runs_the_kernel_tests_and_counts_errors(tmp_path, er
     out = tmp_path / "out"
     run = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh"), "memcheck",
                           "-k", "merge"], cwd=ROOT,
-                         env={**os.environ, "OUT": str(out), "PYTHON": str(python),
+                         env={**{k: v for k, v in os.environ.items() if k != "GPU_TEST_JOBS"},
+                              **({"GPU_TEST_JOBS": jobs} if jobs else {}),
+                              "OUT": str(out), "PYTHON": str(python),
                               "PATH": f"{bin_dir}:{os.environ['PATH']}"},
                          capture_output=True, text=True, timeout=60)
     argv = (tmp_path / "argv").read_text()
     assert argv.startswith("1 --tool memcheck --target-processes all"), argv
+    runs = (tmp_path / "python_runs").read_text() + argv
+    assert runs.count("-n 8") == (0 if jobs else 2) and " -n " not in runs.replace("-n 8", ""), runs
     # a plain run of the same tests first compiles the kernels outside the sanitizer
     plain = [r for r in (tmp_path / "python_runs").read_text().splitlines()
              if r.startswith("plain -m pytest")]
