@@ -350,9 +350,10 @@ def test_device_tools_parse_their_command_line(tool):
 
 def test_hostcost_sums_targets_across_groups_and_names_a_missing_entry(monkeypatch, tmp_path):
     """tools/hostcost.py's bookkeeping (the GPU timing faked: a call's µs is its value): a
-    target naming earlier rows is their sum plus the offset; `--against` pairs each row with
-    the other package's and records an error for a group that package cannot make; a
-    package is named by its manifest's hash."""
+    target naming earlier rows is their sum plus the offset; over several passes each row keeps
+    its lowest median (and the target the sum of those); `--against` pairs each row with the
+    other package's and records an error for a group that package cannot make; a package is
+    named by its manifest's hash."""
     import importlib
 
     monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
@@ -371,8 +372,25 @@ def test_hostcost_sums_targets_across_groups_and_names_a_missing_entry(monkeypat
     monkeypatch.setattr(hostcost, "host_us_pair", lambda fn, other, calls: (fn(), other() + 0.5))
     monkeypatch.setattr(hostcost, "load_package", lambda folder: "other")
     assert hostcost.measure(10) == {
-        "a": {"host_us": 1.0, "target_us": None}, "b": {"host_us": 2.0, "target_us": 5.0},
-        "c": {"host_us": 3.0, "target_us": 4.0}, "d": {"host_us": 4.0, "target_us": None}}
+        "a": {"host_us": 1.0, "target_us": None, "passes": [1.0]},
+        "b": {"host_us": 2.0, "target_us": 5.0, "passes": [2.0]},
+        "c": {"host_us": 3.0, "target_us": 4.0, "passes": [3.0]},
+        "d": {"host_us": 4.0, "target_us": None, "passes": [4.0]}}
+    # a row high in one pass: its lowest median counts, in the sums that name it too
+    timed = {"a": iter([1.0, 0.5, 0.8]), "b": iter([9.0, 2.0, 2.5])}
+    monkeypatch.setattr(hostcost, "host_us",
+                        lambda fn, calls: next(timed[n]) if (n := fn()) in timed else fn())
+
+    def groups_by_name(package):
+        yield lambda: [("a", lambda: "a", None), ("b", lambda: "b", 5.0)]
+        yield lambda: [("c", lambda: 3.0, (("a", "b"), 1.0))]
+
+    monkeypatch.setattr(hostcost, "groups", groups_by_name)
+    got = hostcost.measure(10, passes=3)
+    assert got["a"] == {"host_us": 0.5, "target_us": None, "passes": [1.0, 0.5, 0.8]}
+    assert got["b"] == {"host_us": 2.0, "target_us": 5.0, "passes": [9.0, 2.0, 2.5]}
+    assert got["c"] == {"host_us": 3.0, "target_us": 3.5, "passes": [3.0, 3.0, 3.0]}
+    monkeypatch.setattr(hostcost, "groups", groups)
     got = hostcost.compare(10, "OLD")
     assert got["c"] == {"host_us": 3.0, "against_us": 3.5}
     assert got["d"] == {"error": "KeyError: 'index_prefill'"}
