@@ -116,8 +116,8 @@ if [ "$MODE" = memcheck ]; then
   [ "${GPU_TEST_JOBS:-8}" = 0 ] && jobs=()
   # Kernels compiled under the sanitizer made nine test files stall (no test done in 540 s);
   # with Triton's cache filled by a plain run first (the tests' plain GPU run) seven of them
-  # (628 tests) took 5 min under it.
-  $PY -m pytest -q -m "not gpu" -p no:cacheprovider "${jobs[@]}" "${args[@]}" \
+  # (628 tests) took 5 min under it. The plain run always has 8 workers: it only compiles.
+  $PY -m pytest -q -m "not gpu" -p no:cacheprovider -n 8 "${args[@]}" \
       > "$OUT/gpu_tests_plain.log" 2>&1
   plain_rc=$?
   echo "plain run: rc=$plain_rc $(tail -1 "$OUT/gpu_tests_plain.log")"
