@@ -438,12 +438,12 @@ def test_gpu_check_names_attention_tune_runs_by_their_filters(tmp_path):
                     "tune_attention_modes_decode_kv_dtypes_fp8e4m3_per_token.log"], logs
 
 
-@pytest.mark.parametrize("errors,jobs", [(0, None), (2, None), (0, "0")])
+@pytest.mark.parametrize("errors,jobs", [(0, None), (2, None), (0, "8")])
 def test_gpu_check_memcheck_runs_the_kernel_tests_and_counts_errors(tmp_path, errors, jobs):
     """`gpu_check.sh memcheck` with a stand-in compute-sanitizer (it records its command line
     and writes a log as memcheck does): the kernels' non-gpu tests, the caching allocator off,
     any error reported fails the run; a plain run on 8 xdist workers first, then the sanitized
-    run on 8, or in one process with GPU_TEST_JOBS=0."""
+    run in one process, or on GPU_TEST_JOBS xdist workers."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "compute-sanitizer"
@@ -478,9 +478,9 @@ def test_gpu_check_memcheck_runs_the_kernel_tests_and_counts_errors(tmp_path, er
     argv = (tmp_path / "argv").read_text()
     assert argv.startswith("1 --tool memcheck --target-processes all"), argv
     runs = (tmp_path / "python_runs").read_text() + argv
-    # the plain run compiles on 8 workers; the sanitized run has 8, or none with GPU_TEST_JOBS=0
-    assert runs.count("-n 8") == (1 if jobs else 2) and " -n " not in runs.replace("-n 8", ""), runs
-    assert ("-n 8" in argv) == (not jobs), argv
+    # the plain run compiles on 8 workers; the sanitized run is one process, or GPU_TEST_JOBS's
+    assert runs.count("-n 8") == (2 if jobs else 1) and " -n " not in runs.replace("-n 8", ""), runs
+    assert ("-n 8" in argv) == bool(jobs), argv
     # a plain run of the same tests first compiles the kernels outside the sanitizer
     plain = [r for r in (tmp_path / "python_runs").read_text().splitlines()
              if r.startswith("plain -m pytest")]

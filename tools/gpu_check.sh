@@ -28,7 +28,8 @@
 # --write; codegen regenerate.
 #
 # The GPU tests run in GPU_TEST_JOBS (default 8) pytest-xdist processes sharing the GPU: they
-# are compile-bound and check results only (no timing); 0 runs one process without xdist. Logs and results land in $OUT:
+# are compile-bound and check results only (no timing); 0 runs one process without xdist
+# (memcheck's sanitized run: one process unless GPU_TEST_JOBS is set). Logs and results land in $OUT:
 # gpu_tests.log (memcheck: also gpu_tests_plain.log, memcheck_*.log), bench.log + bench.json
 # + bench.png, tune_*.json/log, env.txt.
 # A short summary is printed last.
@@ -110,10 +111,11 @@ if [ "$MODE" = memcheck ]; then
           tests/test_router_gemm.py tests/test_dropin.py "${args[@]}")
   fi
   rm -f "$OUT"/memcheck_*.log
-  # GPU_TEST_JOBS=0: one pytest process, no xdist workers (on 2026-12-06 two H100s' sanitized
-  # xdist runs did no test in 210-460 s, where 386 tests had passed under it on 2026-12-05)
-  jobs=(-n "${GPU_TEST_JOBS:-8}")
-  [ "${GPU_TEST_JOBS:-8}" = 0 ] && jobs=()
+  # The sanitized run is one pytest process unless GPU_TEST_JOBS names xdist workers: on
+  # 2026-12-06 two H100s' sanitized xdist runs did no test in 210-460 s, even 22 tests on 8
+  # workers, where one process ran every file's 1145 tests in ~160 s (GPU-030d8ce9).
+  jobs=(-n "${GPU_TEST_JOBS:-0}")
+  [ "${GPU_TEST_JOBS:-0}" = 0 ] && jobs=()
   # Kernels compiled under the sanitizer made nine test files stall (no test done in 540 s);
   # with Triton's cache filled by a plain run first (the tests' plain GPU run) seven of them
   # (628 tests) took 5 min under it. The plain run always has 8 workers: it only compiles.
