@@ -113,7 +113,7 @@ if [ "$MODE" = memcheck ]; then
   rm -f "$OUT"/memcheck_*.log
   # The sanitized run is one pytest process unless GPU_TEST_JOBS names xdist workers: on
   # 2026-12-06 two H100s' sanitized xdist runs did no test in 210-460 s, even 22 tests on 8
-  # workers, where one process ran every file's 1145 tests in ~160 s (GPU-030d8ce9).
+  # workers, where one process per file ran 1105 tests in ~160 s (GPU-030d8ce9).
   jobs=(-n "${GPU_TEST_JOBS:-0}")
   [ "${GPU_TEST_JOBS:-0}" = 0 ] && jobs=()
   # Kernels compiled under the sanitizer made nine test files stall (no test done in 540 s);
