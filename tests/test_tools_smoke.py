@@ -348,55 +348,95 @@ def test_device_tools_parse_their_command_line(tool):
     assert run.returncode == 0 and "usage:" in run.stdout, run.stderr[-2000:]
 
 
-def test_hostcost_sums_targets_across_groups_and_names_a_missing_entry(monkeypatch, tmp_path):
+def test_hostcost_times_a_group_in_turns_and_judges_a_row_in_its_best_pass(monkeypatch):
     """tools/hostcost.py's bookkeeping (the GPU timing faked: a call's µs is its value): a
-    target naming earlier rows is their sum plus the offset; over several passes each row keeps
-    its lowest median (and the target the sum of those); `--against` pairs each row with the
-    other package's and records an error for a group that package cannot make; a package is
-    named by its manifest's hash."""
+    group's rows are timed together; a target naming rows of its group is their sum plus the
+    offset, taken from the pass that gave the row its lowest median (not each row's own
+    lowest); a target naming a row outside its group is refused; `--against` pairs each row
+    with the other package's and records an error for a group that package cannot make; a
+    package is named by its manifest's hash."""
     import importlib
 
     monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
     hostcost = importlib.import_module("hostcost")
+    timed_together = []
+
+    def turns(fns, calls):
+        timed_together.append(len(fns))
+        return [fn() for fn in fns]
 
     def groups(package):
-        yield lambda: [("a", lambda: 1.0, None), ("b", lambda: 2.0, 5.0)]
-        yield lambda: [("c", lambda: 3.0, (("a", "b"), 1.0))]
+        yield lambda: [("a", lambda: 1.0, None), ("b", lambda: 2.0, 5.0),
+                       ("c", lambda: 3.5, (("a", "b"), 1.0))]
         if package == "other":
             yield lambda: {}["index_prefill"]  # (an entry the other package lacks)
         else:
             yield lambda: [("d", lambda: 4.0, None)]
 
     monkeypatch.setattr(hostcost, "groups", groups)
-    monkeypatch.setattr(hostcost, "host_us", lambda fn, calls: fn())
-    monkeypatch.setattr(hostcost, "host_us_pair", lambda fn, other, calls: (fn(), other() + 0.5))
+    monkeypatch.setattr(hostcost, "host_us_turns", turns)
     monkeypatch.setattr(hostcost, "load_package", lambda folder: "other")
     assert hostcost.measure(10) == {
         "a": {"host_us": 1.0, "target_us": None, "passes": [1.0]},
         "b": {"host_us": 2.0, "target_us": 5.0, "passes": [2.0]},
-        "c": {"host_us": 3.0, "target_us": 4.0, "passes": [3.0]},
+        "c": {"host_us": 3.5, "target_us": 4.0, "passes": [3.5]},
         "d": {"host_us": 4.0, "target_us": None, "passes": [4.0]}}
-    # a row high in one pass: its lowest median counts, in the sums that name it too
-    timed = {"a": iter([1.0, 0.5, 0.8]), "b": iter([9.0, 2.0, 2.5])}
-    monkeypatch.setattr(hostcost, "host_us",
-                        lambda fn, calls: next(timed[n]) if (n := fn()) in timed else fn())
+    assert timed_together == [3, 1]
+    # a pass where the host was slow for every row of the group: c's lowest is in pass 2, and
+    # its target sums a and b of pass 2, not a's lowest (pass 3) and b's (pass 1)
+    timed = {"a": iter([1.0, 1.2, 0.5]), "b": iter([1.5, 2.0, 2.5]), "c": iter([9.0, 3.0, 4.0])}
 
     def groups_by_name(package):
-        yield lambda: [("a", lambda: "a", None), ("b", lambda: "b", 5.0)]
-        yield lambda: [("c", lambda: 3.0, (("a", "b"), 1.0))]
+        yield lambda: [("a", lambda: "a", None), ("b", lambda: "b", 5.0),
+                       ("c", lambda: "c", (("a", "b"), 1.0))]
 
+    monkeypatch.setattr(hostcost, "host_us_turns", lambda fns, calls: [next(timed[fn()])
+                                                                        for fn in fns])
     monkeypatch.setattr(hostcost, "groups", groups_by_name)
     got = hostcost.measure(10, passes=3)
-    assert got["a"] == {"host_us": 0.5, "target_us": None, "passes": [1.0, 0.5, 0.8]}
-    assert got["b"] == {"host_us": 2.0, "target_us": 5.0, "passes": [9.0, 2.0, 2.5]}
-    assert got["c"] == {"host_us": 3.0, "target_us": 3.5, "passes": [3.0, 3.0, 3.0]}
+    assert got["a"] == {"host_us": 0.5, "target_us": None, "passes": [1.0, 1.2, 0.5]}
+    assert got["b"] == {"host_us": 1.5, "target_us": 5.0, "passes": [1.5, 2.0, 2.5]}
+    assert got["c"] == {"host_us": 3.0, "target_us": 4.2, "passes": [9.0, 3.0, 4.0]}
+
+    def across_groups(package):
+        yield lambda: [("a", lambda: 1.0, None)]
+        yield lambda: [("c", lambda: 3.0, (("a",), 0.0))]
+
+    monkeypatch.setattr(hostcost, "host_us_turns", turns)
+    monkeypatch.setattr(hostcost, "groups", across_groups)
+    with pytest.raises(ValueError, match=r"c: its target names \['a'\], not rows of its group"):
+        hostcost.measure(10)
+    monkeypatch.setattr(hostcost, "host_us_turns", lambda fns, calls: [fns[0](), fns[1]() + 0.5])
     monkeypatch.setattr(hostcost, "groups", groups)
     got = hostcost.compare(10, "OLD")
-    assert got["c"] == {"host_us": 3.0, "against_us": 3.5}
+    assert got["c"] == {"host_us": 3.5, "against_us": 4.0}
     assert got["d"] == {"error": "KeyError: 'index_prefill'"}
     import generated
 
     assert hostcost.manifest_hash(generated) and len(hostcost.manifest_hash(generated)) == 16
+
+
+def test_hostcost_turns_rotate_and_leave_queue_room(monkeypatch):
+    """`host_us_turns`: every call timed once per round, each round starting one later, at
+    most ~100 calls between two GPU sleeps (the GPU calls stubbed: no CUDA here)."""
+    import importlib
+
+    import torch
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
+    hostcost = importlib.import_module("hostcost")
+    log = []
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append("sleep"))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    fns = [lambda k=k: log.append(k) for k in range(3)]
+    medians = hostcost.host_us_turns(fns, 70)
+    assert len(medians) == 3 and all(us >= 0 for us in medians)
+    calls = [x for x in log if x != "sleep"]
+    assert calls[:3] == [0, 1, 2]  # (each called once before the timing)
+    assert calls[3:12] == [0, 1, 2, 1, 2, 0, 2, 0, 1]
+    assert [calls[3:].count(k) for k in range(3)] == [70, 70, 70]
+    between = "".join("s" if x == "sleep" else "c" for x in log[3:]).split("s")[1:]
+    assert [len(b) for b in between] == [99, 99, 12]  # (33 rounds of 3 per sleep)
 
 
 def test_tuner_runs_as_a_module():

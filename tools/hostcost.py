@@ -9,11 +9,13 @@ queue; then each call is timed alone with a host clock (median of --calls, ≥ 3
 the Python + launch cost a caller pays per call, whatever the kernels' GPU time. The whole
 sweep runs --passes times (default 2) and each row keeps its lowest median: a row can sit
 ~10 µs high for one pass on a busy host (both packages' rows alike in `--against` runs), and
-host noise only adds. Beside our
-entries: `F.linear(x.float(), w)` on the same router shapes and an empty Triton kernel launched
-through the JIT. `sparse_decode_step` is judged against the two calls it replaces (the
-indexer's and the attention's host µs, measured beside it). Prints a table with the targets
-and writes DIR/hostcost.json (about a minute a pass with the kernels compiled).
+host noise only adds. A group's rows (one set of inputs) are timed call by call in turns, so
+a row judged against others of its group (`sparse_decode_step` against the two calls it
+replaces, `router_gemm` against `F.linear(x.float(), w)`) meets the host's drift as they do:
+its target sums their medians of the pass that gave its own lowest. Beside our entries:
+`F.linear(x.float(), w)` on the same router shapes and an empty Triton kernel launched through
+the JIT. Prints a table with the targets and writes DIR/hostcost.json (about a minute a pass
+with the kernels compiled).
 
 Host time moves by several µs between hosts and between processes on one host: to compare two
 packages, `--against OLD` times each row of ours and of OLD/generated (e.g. `mkdir OLD && git
@@ -41,21 +43,29 @@ ROUTER = ((6144, 128, 1, "bf16"), (3072, 256, 8, "bf16"))
 SLEEP_CYCLES = 400_000_000  # ~0.2 s of GPU time: far longer than 100 timed calls
 
 
-def host_us(fn, calls: int) -> float:
-    """Median host µs of ``fn()`` while the GPU is busy (no launch waits on the queue)."""
+def host_us_turns(fns, calls: int) -> list[float]:
+    """Median host µs of each of ``fns``, timed call by call in turns (each round starting one
+    later) while the GPU is busy, so no launch waits on a full queue and a host's slow drift
+    hits every one alike."""
     import torch
 
-    fn()
+    for fn in fns:
+        fn()
     torch.cuda.synchronize()
-    samples = []
-    while len(samples) < calls:
+    samples = [[] for _ in fns]
+    rounds_per_sleep = max(1, 100 // len(fns))  # ≤ ~100 calls per sleep: queue room
+    done = 0
+    while done < calls:
         torch.cuda._sleep(SLEEP_CYCLES)
-        for _ in range(min(100, calls - len(samples))):  # ≤ 100 calls per sleep: queue room
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e6)
+        for _ in range(min(rounds_per_sleep, calls - done)):
+            for j in range(len(fns)):
+                k = (j + done) % len(fns)
+                t0 = time.perf_counter()
+                fns[k]()
+                samples[k].append((time.perf_counter() - t0) * 1e6)
+            done += 1
         torch.cuda.synchronize()
-    return statistics.median(samples)
+    return [statistics.median(x) for x in samples]
 
 
 def decode_fns(generated, R, ctx, Q):
@@ -136,8 +146,8 @@ def router_rows(generated, K, N, M, dt):
 
 def groups(generated):
     """The timed rows, one group of inputs at a time: zero-argument builders, each giving a list
-    of (name, call, target), a target None, a number of µs, or (earlier rows' names, an
-    offset): their µs summed plus the offset. A group's inputs live while it is timed."""
+    of (name, call, target), a target None, a number of µs, or (other rows' names in the group,
+    an offset): their µs summed plus the offset. A group's inputs live while it is timed."""
     import torch
 
     dummy = torch.zeros(16, dtype=torch.int32, device="cuda")
@@ -170,8 +180,9 @@ def load_package(folder: str, name: str = "generated_against"):
 
 
 def measure(calls: int, passes: int = 1) -> dict:
-    """{row: {"host_us", "target_us", "passes"}} of our package, rows in order: each pass's
-    median in "passes", the lowest as "host_us" (targets summing rows sum those)."""
+    """{row: {"host_us", "passes", "target_us"}} of our package, rows in order: each pass's
+    median in "passes", the lowest as "host_us" (a target summing rows of its group sums
+    their medians of the same pass)."""
     import generated
 
     results = {}
@@ -183,37 +194,26 @@ def measure(calls: int, passes: int = 1) -> dict:
 
 
 def _measure_group(rows, calls: int, results: dict) -> None:
-    for name, fn, target in rows:
-        runs = results.get(name, {}).get("passes", []) + [round(host_us(fn, calls), 2)]
-        if isinstance(target, tuple):  # (its rows come before it in every pass)
-            names, offset = target
-            target = round(sum(results[n]["host_us"] for n in names) + offset, 2)
-        results[name] = {"host_us": min(runs), "target_us": target, "passes": runs}
-
-
-def host_us_pair(fn, other, calls: int) -> tuple[float, float]:
-    """Median host µs of ``fn()`` and of ``other()``, timed call by call in turns (the order
-    swapped every call) while the GPU is busy: a host's slow drift hits both alike."""
-    import torch
-
-    fn(), other()
-    torch.cuda.synchronize()
-    samples = ([], [])
-    while len(samples[0]) < calls:
-        torch.cuda._sleep(SLEEP_CYCLES)
-        for i in range(min(50, calls - len(samples[0]))):  # ≤ 100 calls per sleep
-            for k in ((0, 1) if i % 2 == 0 else (1, 0)):
-                f = (fn, other)[k]
-                t0 = time.perf_counter()
-                f()
-                samples[k].append((time.perf_counter() - t0) * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(samples[0]), statistics.median(samples[1])
+    names = [name for name, _, _ in rows]
+    medians = [round(us, 2) for us in host_us_turns([fn for _, fn, _ in rows], calls)]
+    for name, us in zip(names, medians):
+        results.setdefault(name, {"passes": []})["passes"].append(us)
+    for name, _, target in rows:
+        r = results[name]
+        r["host_us"] = min(r["passes"])
+        if isinstance(target, tuple):  # the named rows' medians in this row's lowest pass
+            named, offset = target
+            missing = [n for n in named if n not in names]
+            if missing:
+                raise ValueError(f"{name}: its target names {missing}, not rows of its group")
+            best = r["passes"].index(r["host_us"])
+            target = round(sum(results[n]["passes"][best] for n in named) + offset, 2)
+        r["target_us"] = target
 
 
 def compare(calls: int, folder: str) -> dict:
     """{row: {"host_us", "against_us"}}: each row of our package and of the one under
-    ``folder``, timed call by call in turns (`host_us_pair`); {"error"} where the other
+    ``folder``, timed call by call in turns (`host_us_turns`); {"error"} where the other
     package cannot make or run it (an older one may lack an entry or an argument)."""
     import generated
 
@@ -235,7 +235,7 @@ def _compare_group(ours, build_other, calls: int, results: dict) -> None:
             results[name] = {"error": other}
             continue
         try:
-            a, b = host_us_pair(fn, other, calls)
+            a, b = host_us_turns([fn, other], calls)
         except Exception as e:
             results[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
             continue
