@@ -5,7 +5,7 @@
     python3 tools/hostcost.py --against OLD [--calls 1000]   # OLD/generated: another package
 
 Method: the GPU is first given a long `torch.cuda._sleep`, so launches never wait for a full
-queue; then each call is timed alone with a host clock (median of --calls, ≥ 300). That is
+queue; then each call is timed with a host clock (median of --calls, ≥ 300). That is
 the Python + launch cost a caller pays per call, whatever the kernels' GPU time. The whole
 sweep runs --passes times (default 2) and each row keeps its lowest median: a row can sit
 ~10 µs high for one pass on a busy host (both packages' rows alike in `--against` runs), and
