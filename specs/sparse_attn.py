@@ -121,8 +121,9 @@ SPECS = [
                           num_stages=2)),
     Variant(name="sparse_attn_tiled", template="sparse_attn.py.j2", output="sparse_attn.py",
             **COMMON,
-            doc="prefill, query-tiled: lanes / G consecutive rows × G heads per program walk "
-                "the ascending union of their lists, loading each page once",
+            doc="query-tiled (prefill; decode rows of Q > 1): lanes / G consecutive rows × G "
+                "heads per program walk the ascending union of their lists, loading each page "
+                "once",
             tensors=(Q, KV, TOPK_IDX, BLOCK_TABLE, OUTPUT),
             params=(Param(name="lanes", kind="int", pow2=True, minimum=16, maximum=256,
                           doc="query lanes (rows · G) per tile"),
@@ -342,9 +343,10 @@ def axes(extra_doc, decode=True):
 
 SPECS += [
     Policy(name="sparse_attn_decode", family="sparse_attn",
-           doc="decode sparse attention: splits of each row's block list",
+           doc="decode sparse attention: splits of each row's block list, or query tiles of "
+               "a request's rows walking the union of their lists",
            axes=axes("T = R · decode_query_len"), rules=DECODE_RULES,
-           variants=("sparse_attn_split",)),
+           variants=("sparse_attn_split", "sparse_attn_tiled")),
     Policy(name="sparse_attn_prefill", family="sparse_attn",
            doc="prefill sparse attention: per token (splits of each row's list) or query-tiled",
            axes=axes("T prefill tokens", decode=False),

@@ -474,15 +474,15 @@ def _load_bad_copy(spec_copy, text, old, new, count=1):
 
 def test_a_row_naming_a_variant_its_table_does_not_pick_is_refused_at_the_row(spec_copy, text):
     """Each table picks among its policy's variants: a decode attention row naming the
-    query-tiled (prefill) kernel, or a fused scorer row with the split scorer's parameters,
-    is refused at the row (the fused row before its topk fallback reads them)."""
+    step's host variant, or a fused scorer row with the split scorer's parameters, is refused
+    at the row (the fused row before its topk fallback reads them)."""
     row = re.search(r'\{"q_dtype": "bf16", "kv_dtype": "bf16"[^\n]*"query_len"[^\n]*?"variant": '
                     r'"sparse_attn_split"', text).group(0)
     bad, message = _load_bad_copy(spec_copy, text, row,
-                                  row.replace("sparse_attn_split", "sparse_attn_tiled"))
+                                  row.replace("sparse_attn_split", "sparse_attn"))
     assert message.startswith(f"specs/measured/sm_90.json:{_line_of(bad, row[:60])} "), message
-    assert "field 'variant': policy 'sparse_attn_decode' picks one of sparse_attn_split, got " \
-        "'sparse_attn_tiled'" in message, message
+    assert "field 'variant': policy 'sparse_attn_decode' picks one of sparse_attn_split, " \
+        "sparse_attn_tiled, got 'sparse_attn'" in message, message
     bad, message = _load_bad_copy(spec_copy, text, FIRST_SCORE + ', "variant": "index_score_split"',
                                   FIRST_SCORE + ', "variant": "index_decode_fused"')
     assert message.startswith(f"specs/measured/sm_90.json:{_line_of(bad, FIRST_SCORE)} "), message

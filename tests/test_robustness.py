@@ -1113,7 +1113,7 @@ BAD_ATTN_LAUNCHES = [  # (mode, launch, error type, what the message says)
     ("decode", {**ATTN, "merge_kernel": 1}, TypeError, "merge_kernel must be a bool"),
     ("decode", {**ATTN, "split": 2}, ValueError, "unknown key 'split'"),
     ("decode", {**ATTN, "variant": "sparse_attn"}, ValueError, "variant must be"),
-    ("decode", TILED, ValueError, "serves prefill rows only"),
+    ("decode", {**TILED, "lanes": 24}, ValueError, "lanes must be a power"),
     ("prefill", {**TILED, "lanes": 24}, ValueError, "lanes must be a power"),
     ("prefill", {**TILED, "lanes": 8}, ValueError, "lanes must be ≥ 16"),
     ("prefill", _without(TILED, "lanes"), ValueError, "missing key 'lanes'"),

@@ -856,8 +856,8 @@ def test_tiled_walks_agree_where_requests_share_pages(monkeypatch):
     walked = []
     real = sk._rt.KernelLaunch
 
-    def launch(kernel, grid, options):  # the walk each launch takes (SORTED_UNION)
-        run = real(kernel, grid, options)
+    def launch(kernel, grid, options, **kw):  # the walk each launch takes (SORTED_UNION)
+        run = real(kernel, grid, options, **kw)
         return lambda *a: walked.append(a[-2]) or run(*a)
 
     monkeypatch.setattr(sk._rt, "KernelLaunch", launch)
@@ -872,6 +872,113 @@ def test_tiled_walks_agree_where_requests_share_pages(monkeypatch):
         outs.append(out)
     assert walked == [False, True, False]  # 8 rows × 4 ids: 32 keys past 31
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+def _shared_lists(case, pos, g, share=0.75):
+    """A decode ``case``'s lists redrawn so that a request's rows mostly list the same blocks
+    (as an indexer's rows of one request do): each row its own block, then a share of the
+    request's common earlier blocks, then its own; a −1 hole and a block listed twice."""
+    Hkv, T, topk = case["topk_idx"].shape
+    ids = torch.full((Hkv, T, topk), -1, dtype=torch.int32)
+    common = {}
+    for row, (r, p, _) in enumerate(pos):
+        own = max(p, 0) // BLOCK
+        for h in range(Hkv):
+            if (r, h) not in common:
+                common[(r, h)] = torch.randperm(max(own, 1), generator=g).tolist()
+            mine = torch.randperm(max(own, 1), generator=g).tolist()
+            take = common[(r, h)][:int(share * (topk - 1))]
+            row_ids = [own] + take + [b for b in mine if b not in take]
+            row_ids = [b for b in row_ids if b <= own][:topk]
+            if len(row_ids) > 3:
+                row_ids[2], row_ids[3] = -1, row_ids[1]
+            ids[h, row, :len(row_ids)] = torch.tensor(row_ids, dtype=torch.int32)
+    case["topk_idx"] = ids.to(DEVICE)
+
+
+def _decode_tiles(case, lanes, sorted_union, out_dtype=torch.float32, **scales):
+    out = torch.full(case["q"].shape, float("nan"), dtype=out_dtype, device=DEVICE)
+    return sa.sparse_attn_with_launch(
+        dict(variant="sparse_attn_tiled", lanes=lanes, sorted_union=sorted_union, num_warps=4,
+             num_stages=2), "decode", **case, output=out, **scales)
+
+
+@pytest.mark.parametrize("G,Hkv,Q,lanes", [(16, 1, 4, 64), (8, 2, 4, 32), (4, 1, 8, 32),
+                                           (4, 2, 2, 16), (16, 1, 1, 32), (8, 1, 3, 32)])
+def test_decode_query_tiles_match_float64(G, Hkv, Q, lanes):
+    """Decode rows through the query-tiled kernel (a request's Q rows in one tile where lanes
+    = Q · G, tiles crossing requests otherwise, rows past the batch in the last tile): rows
+    sharing most blocks, −1 holes, a block listed twice, a request shorter than Q (rows before
+    its first key are zero); both walks give the same bits, within vLLM's bounds of float64."""
+    g = torch.Generator().manual_seed(G * 10 + Q)
+    case, pos = decode_case([300, 140, 2, 520], Q=Q, Hkv=Hkv, G=G, topk=6, seed=G + Q)
+    _shared_lists(case, pos, g)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
+                          Hkv, case["sm_scale"])
+    walks = [_decode_tiles(case, lanes, su) for su in (False, True)]
+    check(walks[0], ref, (1e-3, 1.7e-2))
+    assert torch.equal(walks[0], walks[1])
+    # the split kernel's result over the same rows (bf16 output: within its rounding)
+    check(run_decode(case), ref)
+    blank = [row for row, (_, p, _) in enumerate(pos) if p < 0]
+    assert all(bool((walks[0][row] == 0).all()) for row in blank)
+
+
+@pytest.mark.parametrize("layout,kv_dtype,scales", [
+    ("hnd", torch.bfloat16, "none"), ("nhd", torch.float16, "none"),
+    ("5d", torch.float8_e4m3fn, "none"), ("nhd", torch.float8_e4m3fn, "scalar"),
+    ("hnd", torch.float8_e5m2, "per_token")])
+def test_decode_query_tiles_of_each_cache_and_scale_mode(layout, kv_dtype, scales):
+    """The query-tiled decode over both cache layouts and fp8 caches with each scale mode,
+    against float64 of the dequantised cache."""
+    q_dtype = torch.float16 if kv_dtype == torch.float16 else torch.bfloat16
+    case, pos = decode_case([260, 90], Q=4, Hkv=2, G=4, layout=layout, kv_dtype=kv_dtype,
+                            q_dtype=q_dtype, topk=5, seed=7)
+    _shared_lists(case, pos, torch.Generator().manual_seed(7))
+    extra = scale_args(case, scales, 7)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
+                          2, case["sm_scale"], **extra)
+    for su in (False, True):
+        check(_decode_tiles(case, 16, su, **extra), ref, (1e-3, 1.7e-2))
+
+
+def test_a_tiled_decode_row_runs_from_the_table_and_inside_the_step(monkeypatch):
+    """A decode table row naming the query-tiled kernel (a tune may choose one at Q ≥ 2):
+    sparse_attn_decode launches it (the explicit launch's bits) and sparse_decode_step's
+    attention gives the two calls' bits, with the row's launch given or from the table."""
+    g = torch.Generator().manual_seed(29)
+    R, Q, Hkv, G, D, Didx, topk, W = 2, 4, 1, 4, 64, 16, 4, 4
+    launch = dict(variant="sparse_attn_tiled", lanes=16, sorted_union=True, tma=False,
+                  num_warps=4, num_stages=2)
+    idx_q = torch.randn((R * Q, Hkv, Didx), generator=g).bfloat16().to(DEVICE)
+    idx_cache = torch.randn((R * W + 1, BLOCK, Didx), generator=g).bfloat16().to(DEVICE)
+    idx_table = torch.randperm(R * W + 1, generator=g)[:R * W].view(R, W).int().to(DEVICE)
+    kv = make_cache(R * W + 2, Hkv, D, "5d", torch.bfloat16, g).to(DEVICE)
+    table = torch.randperm(R * W + 2, generator=g)[:R * W].view(R, W).int().to(DEVICE)
+    seq_lens = torch.tensor([450, 200], dtype=torch.int32, device=DEVICE)
+    q = torch.randn((R * Q, Hkv * G, D), generator=g).bfloat16().to(DEVICE)
+    ids = generated.index_decode(idx_q, idx_cache, idx_table, seq_lens, W * BLOCK, topk, 0, 1,
+                                 Hkv, Q, Q)
+    want = sa.sparse_attn_with_launch(launch, "decode", q, kv, ids, table, seq_lens, Hkv,
+                                      D ** -0.5, torch.zeros_like(q), Q)
+    pos = decode_positions(seq_lens, Q)
+    check(want, ref_sparse_attn(q, kv, ids, table, pos, Hkv, D ** -0.5))
+    row = sa._row("decode", "generic", dict(q_dtype="bf16", kv_dtype="bf16", scales="none",
+                                            group=G, head_dim=D, query_len=Q,
+                                            programs=R * Q * Hkv))
+    tiled_row = row._replace(variant=sa.TILED, params=launch)
+    monkeypatch.setattr(sa, "_row", lambda mode, hw, key: tiled_row)
+    monkeypatch.setattr(sa, "_PLANS", sa._rt.PlanCache())
+    monkeypatch.setattr(sa, "_STEP_PLANS", sa._rt.PlanCache())
+    got = generated.sparse_attn_decode(q, kv, ids, table, seq_lens, Hkv, D ** -0.5,
+                                       torch.full_like(q, float("nan")), Q)
+    assert torch.equal(got, want)
+    args = (idx_q, idx_cache, idx_table, q, kv, table, seq_lens, W * BLOCK, topk, 0, 1, Hkv, Q,
+            Q, D ** -0.5)
+    step, step_ids = generated.sparse_decode_step(*args, torch.full_like(q, float("nan")))
+    assert torch.equal(step_ids, ids) and torch.equal(step, want)
+    given, _ = sa.sparse_decode_step_with_launch(launch, *args, torch.full_like(q, float("nan")))
+    assert torch.equal(given, want)
 
 
 def test_a_block_listed_twice_counts_once_in_every_kernel():
@@ -1694,6 +1801,57 @@ def test_gpu_decode_full_size(Hkv, G, Q, R):
                                              num_warps=4, num_stages=2), "decode", **case,
                                         output=torch.empty_like(out))
     assert torch.equal(merged, last)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float8_e4m3fn])
+def test_gpu_decode_query_tiles_full_size(kv_dtype):
+    """The query-tiled kernel on decode rows at MiniMax-M3 sizes (64/4, Q 4, 32k, lists mostly
+    shared within a request): against float64, both walks and tma the same bits; as the
+    indexer's programmatic dependent inside sparse_decode_step, in a CUDA graph, the bits of
+    the two calls."""
+    from graph_capture import capture
+
+    R, Q, Hkv, G, D, topk = 8, 4, 4, 16, 128, 16
+    case, pos = decode_case([32768 - 17 * r for r in range(R)], Q=Q, Hkv=Hkv, G=G, D=D,
+                            topk=topk, kv_dtype=kv_dtype, seed=5)
+    _shared_lists(case, pos, torch.Generator().manual_seed(5))
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
+                          Hkv, case["sm_scale"])
+    outs = []
+    for su, tma, w in ((False, False, 4), (True, False, 8), (True, True, 4)):
+        launch = dict(variant="sparse_attn_tiled", lanes=Q * G, sorted_union=su, tma=tma,
+                      num_warps=w, num_stages=2)
+        out = torch.full(case["q"].shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        outs.append(sa.sparse_attn_with_launch(launch, "decode", **case, output=out))
+        check(outs[-1], ref)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[1], outs[2])
+    # inside the step: the attention reads the ids the indexer writes just before it
+    g = torch.Generator().manual_seed(6)
+    W = case["block_table"].shape[1]
+    idx_q = torch.randn((R * Q, Hkv, 128), generator=g).bfloat16().cuda()
+    idx_cache = torch.randn((R * W + 1, BLOCK, 128), generator=g).bfloat16().cuda()
+    idx_table = torch.randperm(R * W + 1, generator=g)[:R * W].view(R, W).int().cuda()
+    out = torch.zeros_like(case["q"])
+    ids_out = torch.empty((Hkv, R * Q, topk), dtype=torch.int32, device="cuda")
+    counter = torch.zeros((Hkv, R * Q), dtype=torch.int32, device="cuda")
+    launch = dict(variant="sparse_attn_tiled", lanes=Q * G, sorted_union=True, num_warps=4,
+                  num_stages=2)
+    args = (idx_q, idx_cache, idx_table, case["q"], case["kv"], case["block_table"],
+            case["seq_lens"], W * BLOCK, topk, 0, 1, Hkv, Q, Q, case["sm_scale"], out)
+    graph, _ = capture(lambda: sa.sparse_decode_step_with_launch(
+        launch, *args, topk_out=ids_out, completion_counter=counter,
+        k_scale=None, v_scale=None))
+    for _ in range(3):
+        out.zero_()
+        graph.replay()
+    torch.cuda.synchronize()
+    want_ids = generated.index_decode(idx_q, idx_cache, idx_table, case["seq_lens"], W * BLOCK,
+                                      topk, 0, 1, Hkv, Q, Q)
+    want = sa.sparse_attn_with_launch(launch, "decode", case["q"], case["kv"], want_ids,
+                                      case["block_table"], case["seq_lens"], Hkv,
+                                      case["sm_scale"], torch.zeros_like(out), Q)
+    assert torch.equal(ids_out, want_ids) and torch.equal(out, want)
 
 
 @pytest.mark.gpu

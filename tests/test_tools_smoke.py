@@ -125,6 +125,20 @@ def test_step_study_reads_rows_with_their_cache():
     assert all(len(r) == 5 for r, _ in step_study.parse_rows(step_study.ROWS))
 
 
+def test_union_study_times_the_table_and_each_tiled_walk_on_both_list_kinds(tmp_path):
+    run = _run([os.path.join("tools", "union_study.py"), str(tmp_path), "--smoke"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = json.loads((tmp_path / "union_study.json").read_text())["rows"]
+    assert [(r["group"], r["lists"]) for r in rows] == [
+        (16, "shared"), (16, "own"), (8, "shared"), (8, "own")]
+    for row in rows:
+        assert set(row["us"]) == {"table", "tiled sorted w4", "tiled sorted w8",
+                                  "tiled minima w4", "tiled minima w8"}
+        assert max(row["max_err"].values()) <= 2e-2
+    # a request's 4 rows share most of their lists in one, hardly any in the other
+    assert rows[0]["union_blocks"] < rows[1]["union_blocks"]
+
+
 def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -104,8 +104,8 @@ def attn_us(variant, params, mode, programs):
     (so the 3–8 bucket, measured at 4 and 8, must take 2); prefill from 513 programs:
     64-lane tiles, 8 warps."""
     if variant == "sparse_attn_tiled":
-        return (10 if programs > 512 else 40) + abs(math.log2(params["lanes"]) - 6) + \
-            0.5 * (params["num_warps"] != 8)
+        return (10 if programs > 512 and mode == "prefill" else 40) + \
+            abs(math.log2(params["lanes"]) - 6) + 0.5 * (params["num_warps"] != 8)
     stages = 3 * (params["num_stages"] == 3) if programs == 8 else \
         0.5 * (params["num_stages"] != 3)
     return 20 + abs(math.log2(params["splits"]) - 2) + 0.5 * (params["num_warps"] != 4) + stages
@@ -536,7 +536,10 @@ def test_tma_and_table_first_twins_and_near_keeps_one_parameter_from_the_current
         tiled = [p for v, p in cands if v == A_TILED]
         assert all((dict(p, tma=not p["tma"]) in tiled) ==
                    (p["sorted_union"] and p["num_stages"] > 1) for p in tiled), (mode, inputs)
-        assert bool(tiled) == (mode == "prefill") and any(p["tma"] for p in tiled) == bool(tiled)
+        assert bool(tiled) == (mode == "prefill" or Q > 1)
+        assert any(p["tma"] for p in tiled) == bool(tiled)
+        if mode == "decode":  # a request's Q rows in one tile
+            assert {p["lanes"] for p in tiled} <= {max(16, Q * inputs["group"])}
     generic = Space(reg, reg.hardware["generic"], sms=132)
     mode, inputs, P, _, Q = generic.attn_points([32])[0]
     assert not any(p.get("tma") for _, p in generic.attn_candidates_at(mode, inputs, P, Q))

@@ -223,9 +223,10 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
 
 
 def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="bf16",
-          topk=16, scales="none", sorted_union=True, tma=False):
-    """The query-tiled sparse-attention prefill kernel at one launch, on a contiguous
-    [pages, 2, 128, Hkv, D] cache of ``cache``'s type (products as `attention` takes them);
+          topk=16, scales="none", sorted_union=True, tma=False, mode="prefill"):
+    """The query-tiled sparse-attention kernel at one launch (``mode``: prefill rows, or
+    decode rows launched plainly), on a contiguous [pages, 2, 128, Hkv, D] cache of
+    ``cache``'s type (products as `attention` takes them);
     ``sorted_union``: the tile's union walked as sorted keys (a pipelined loop: cp.async
     copies, LDGSTS) or by minima; ``tma``: its tiles through a tensor descriptor of the cache
     (`kv_tma_layout`)."""
@@ -239,7 +240,8 @@ def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="
          "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32", "sm_scale": "fp32",
          **({"kv_desc": f"tensordesc<{POINTER[cache][1:]}[1,1,128,1,{head_dim}]>"}
             if tma else {})},
-        dict(G=group, D=head_dim, BT=sparse_attn.tile_rows(group, lanes), TMA=tma,
+        dict(G=group, D=head_dim, BT=sparse_attn.tile_rows(group, lanes), TMA=tma, MODE=mode,
+             PDL="none",
              **({} if tma else {"kv_desc": None}),
              TOPK_P=1 << (topk - 1).bit_length(), SCALES=scales, DOT=dot, FP8_PTX=fp8,
              SORTED_UNION=sorted_union, stride_qd=1, stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1,

@@ -715,7 +715,8 @@ class Space:
         wave) also under the register cap of its inputs (`attn_register_cap`: an 8-bit cache
         without per-token scales, one more program per SM); prefill also the query-tiled kernel at 32, 64 and 128 lanes (at
         least 16 and G), each walk of the tile's union (sorted_union) at its stages, the sorted
-        one's pipelined launches also with tma."""
+        one's pipelined launches also with tma; decode of Q ≥ 2 (not quick) the query-tiled
+        kernel at Q · G lanes (a request's rows in one tile), both walks, 4 and 8 warps."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
         last = dict(merge_kernel=False)  # the last split to finish merges
         whole = dict(kv_tile=self.block, head_split=1, **last)
@@ -754,6 +755,7 @@ class Space:
             cands += [(v, dict(p, max_registers=cap)) for v, p in cands
                       if cap and p["num_warps"] == 4 and not p["table_first"]
                       and self.attn_grid(inputs, programs, p) > 2 * self.sms]
+        tiled = []
         if mode == "prefill":
             # the union by minima (not pipelined: its stages change nothing), or as sorted
             # keys, unpipelined (1 stage: two programs per SM) or over 2 or 3 stages
@@ -762,6 +764,15 @@ class Space:
                                     num_stages=st))
                      for n in (32, 64, 128) for w in (4, 8) for su, st in walks
                      if n >= max(16, inputs["group"])]
+        elif Q > 1 and not self.quick:
+            # a request's Q rows as one query tile walking the union of their lists (each
+            # page loaded once where the rows share blocks, as an indexer's do): Q · G lanes
+            # (a power of two, at most the variant's 256)
+            n = min(pow2ceil(Q * inputs["group"]), 256)
+            tiled = [(A_TILED, dict(lanes=max(16, n), sorted_union=su, tma=False, num_warps=w,
+                                    num_stages=st))
+                     for w in (4, 8) for su, st in ((False, 2), (True, 2), (True, 3))]
+        if tiled:
             # the sorted walk's pipelined tiles also through the tensor memory accelerator
             cands += tiled + ([(v, dict(p, tma=True)) for v, p in tiled
                                if p["sorted_union"] and p["num_stages"] > 1]
