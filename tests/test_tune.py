@@ -820,6 +820,41 @@ def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys)
     assert "specs/sparse_attn.py" in str(rule.loc)
 
 
+def test_a_decode_tile_of_a_requests_rows_is_chosen_where_fastest(sm90, spec_copy, capsys):
+    """Where the query-tiled kernel is the fastest decode launch at Q ≥ 2 on every
+    representative (shared lists, own lists, inside the step), the chosen row names it, at
+    Q · G lanes, the data file loads, and the dispatcher takes it at any Q ≥ 2 (not at Q 1)."""
+    class TiledFast(FakeDevice):
+        def sampler(self, fn):
+            fn()
+            if self.last[0] == "attention" and self.last[1] == A_TILED and \
+                    self.last[3] == "decode":
+                return lambda n: [5.0] * n
+            return super().sampler(lambda: None)
+
+    space = Space(sm90.reg, sm90.target, sms=132, modes=["decode"])
+    runs = []
+    for machine in ("GPU-a", "GPU-b"):
+        runs.append(tmp := spec_copy.parent / f"attn_{machine}.json")
+        tmp.write_text(json.dumps(fake_run(space, TiledFast(), {"attention"}, machine=machine)))
+    assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
+    capsys.readouterr()
+    data = measured.load_file(str(spec_copy / "measured" / "sm_90.json"))
+    rows = [r for r in data.rows("sparse_attn_decode")
+            if r.source == "measured" and "GPU-a" in json.dumps(r.measured)]
+    tiled = [r for r in rows if r.choice == A_TILED]
+    assert tiled and all(r.when["query_len"] == (2, None) for r in tiled)
+    assert all(r.params["lanes"] == 4 * r.when["group"] for r in tiled)
+    assert all(r.choice != A_TILED for r in rows if r.when["query_len"] == (1, 1))
+    reg = registry.load(str(spec_copy))
+    p = reg.policies["sparse_attn_decode"]
+    row = tiled[0]
+    point = dict(hardware="sm_90", **{k: row.when[k] for k in space.attn_inputs[0]},
+                 query_len=8, programs=row.when["programs"][0])
+    rule = lookup(p, reg.tables["sparse_attn_decode"], tuple(point[a.name] for a in p.axes))
+    assert rule.variant == A_TILED, rule
+
+
 def test_attention_runs_from_before_query_lengths_are_chosen_as_q1_runs(sm90):
     """Runs written before decode rows were by query length (Q 1 points only, no query_len in
     their buckets, points or planned buckets) are chosen as Q 1 runs: the same Q 1 rows as runs
