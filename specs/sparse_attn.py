@@ -132,8 +132,11 @@ SPECS = [
                               "tiles are pipelined over num_stages, not by repeated minima "
                               "(a while loop: unpipelined, two programs per SM); a tile of "
                               "more than SORTED_UNION_MAX_KEYS keys walks by minima"),
+                    Param(name="splits", kind="int", pow2=True, maximum=MAX_TOPK,
+                          doc="contiguous shares of a tile's sorted union (a tile walking by "
+                              "minima takes one), merged by log-sum-exp in a second kernel"),
                     TMA, NUM_WARPS, NUM_STAGES),
-            defaults=dict(lanes=64, sorted_union=False, tma=False, num_warps=8,
+            defaults=dict(lanes=64, sorted_union=False, splits=1, tma=False, num_warps=8,
                           num_stages=2)),
     Variant(name="sparse_attn", template="sparse_attention.py.j2",
             output="sparse_attention.py", **COMMON,
@@ -182,7 +185,7 @@ def declared_prefill_rules(hw):
                  (513, 2047, dict(splits=1)),)), note="per token (not measured)"),
         Rule(when={"hardware": hw, "programs": at_least(2048), "q_dtype": one_of("bf16", "fp16")},
              variant="sparse_attn_tiled",
-             params=dict(lanes=64, sorted_union=False, tma=False, num_warps=8,
+             params=dict(lanes=64, sorted_union=False, splits=1, tma=False, num_warps=8,
                          num_stages=2),
              note="query-tiled: 64 lanes as 8 warps (4 spill at sm_90; not measured)"),
         # fp32 q (tests): a 3xTF32 tile of 64 lanes at D 256 overflows shared memory

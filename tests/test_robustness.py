@@ -1117,7 +1117,7 @@ BAD_ATTN_LAUNCHES = [  # (mode, launch, error type, what the message says)
     ("prefill", {**TILED, "lanes": 24}, ValueError, "lanes must be a power"),
     ("prefill", {**TILED, "lanes": 8}, ValueError, "lanes must be ≥ 16"),
     ("prefill", _without(TILED, "lanes"), ValueError, "missing key 'lanes'"),
-    ("prefill", {**TILED, "splits": 2}, ValueError, "unknown key 'splits'"),
+    ("prefill", {**TILED, "splits": 3}, ValueError, "splits must be a power"),
     ("decode", (2, 4, 2), TypeError, "must be a dict"),
 ]
 

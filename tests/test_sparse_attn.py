@@ -782,6 +782,14 @@ def test_prefill_query_tiles_match_float64(G, lanes, dtype):
     assert bool((tiled[42:] == 0).all())
     # each row's blocks in ascending order either way: at one launch, the same bits
     assert torch.equal(walks[True], walks[False])
+    # the sorted union in four shares (tiles crossing requests: a share's steps may belong to
+    # one request's rows only), merged by log-sum-exp; padding rows still zero
+    shares = torch.full_like(tiled, float("nan"))
+    sa.sparse_attn_with_launch(dict(variant="sparse_attn_tiled", lanes=lanes, splits=4,
+                                    sorted_union=True, num_warps=4, num_stages=2),
+                               "prefill", *args, max(qlen), Hkv, D ** -0.5, shares)
+    check(shares, ref, (1e-3, 1.7e-2))
+    assert bool((shares[42:] == 0).all())
     if G != 8 or dtype != torch.bfloat16:
         return
     per_token = torch.zeros_like(tiled)
@@ -858,7 +866,7 @@ def test_tiled_walks_agree_where_requests_share_pages(monkeypatch):
 
     def launch(kernel, grid, options, **kw):  # the walk each launch takes (SORTED_UNION)
         run = real(kernel, grid, options, **kw)
-        return lambda *a: walked.append(a[-2]) or run(*a)
+        return lambda *a: walked.append(a[-4]) or run(*a)  # (then tma, splits, merge_pdl)
 
     monkeypatch.setattr(sk._rt, "KernelLaunch", launch)
     outs = []
@@ -896,11 +904,11 @@ def _shared_lists(case, pos, g, share=0.75):
     case["topk_idx"] = ids.to(DEVICE)
 
 
-def _decode_tiles(case, lanes, sorted_union, out_dtype=torch.float32, **scales):
+def _decode_tiles(case, lanes, sorted_union, out_dtype=torch.float32, splits=1, **scales):
     out = torch.full(case["q"].shape, float("nan"), dtype=out_dtype, device=DEVICE)
     return sa.sparse_attn_with_launch(
-        dict(variant="sparse_attn_tiled", lanes=lanes, sorted_union=sorted_union, num_warps=4,
-             num_stages=2), "decode", **case, output=out, **scales)
+        dict(variant="sparse_attn_tiled", lanes=lanes, sorted_union=sorted_union,
+             splits=splits, num_warps=4, num_stages=2), "decode", **case, output=out, **scales)
 
 
 @pytest.mark.parametrize("G,Hkv,Q,lanes", [(16, 1, 4, 64), (8, 2, 4, 32), (4, 1, 8, 32),
@@ -918,6 +926,11 @@ def test_decode_query_tiles_match_float64(G, Hkv, Q, lanes):
     walks = [_decode_tiles(case, lanes, su) for su in (False, True)]
     check(walks[0], ref, (1e-3, 1.7e-2))
     assert torch.equal(walks[0], walks[1])
+    # the sorted union in contiguous shares, merged by log-sum-exp (a share may hold no step
+    # of a row, or none at all); the walk by minima takes one share
+    for splits in (2, 4):
+        check(_decode_tiles(case, lanes, True, splits=splits), ref, (1e-3, 1.7e-2))
+    assert torch.equal(_decode_tiles(case, lanes, False, splits=4), walks[0])
     # the split kernel's result over the same rows (bf16 output: within its rounding)
     check(run_decode(case), ref)
     blank = [row for row, (_, p, _) in enumerate(pos) if p < 0]
@@ -938,18 +951,19 @@ def test_decode_query_tiles_of_each_cache_and_scale_mode(layout, kv_dtype, scale
     extra = scale_args(case, scales, 7)
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
                           2, case["sm_scale"], **extra)
-    for su in (False, True):
-        check(_decode_tiles(case, 16, su, **extra), ref, (1e-3, 1.7e-2))
+    for su, splits in ((False, 1), (True, 1), (True, 2)):
+        check(_decode_tiles(case, 16, su, splits=splits, **extra), ref, (1e-3, 1.7e-2))
 
 
 def test_a_tiled_decode_row_runs_from_the_table_and_inside_the_step(monkeypatch):
     """A decode table row naming the query-tiled kernel (a tune may choose one at Q ≥ 2):
     sparse_attn_decode launches it (the explicit launch's bits) and sparse_decode_step's
-    attention gives the two calls' bits, with the row's launch given or from the table."""
+    attention gives the two calls' bits, with the row's launch given or from the table (two
+    shares of the tile's union, merged by the merge kernel)."""
     g = torch.Generator().manual_seed(29)
     R, Q, Hkv, G, D, Didx, topk, W = 2, 4, 1, 4, 64, 16, 4, 4
-    launch = dict(variant="sparse_attn_tiled", lanes=16, sorted_union=True, tma=False,
-                  num_warps=4, num_stages=2)
+    launch = dict(variant="sparse_attn_tiled", lanes=16, sorted_union=True, splits=2,
+                  tma=False, num_warps=4, num_stages=2)
     idx_q = torch.randn((R * Q, Hkv, Didx), generator=g).bfloat16().to(DEVICE)
     idx_cache = torch.randn((R * W + 1, BLOCK, Didx), generator=g).bfloat16().to(DEVICE)
     idx_table = torch.randperm(R * W + 1, generator=g)[:R * W].view(R, W).int().to(DEVICE)
@@ -1826,6 +1840,11 @@ def test_gpu_decode_query_tiles_full_size(kv_dtype):
         outs.append(sa.sparse_attn_with_launch(launch, "decode", **case, output=out))
         check(outs[-1], ref)
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[1], outs[2])
+    for splits in (2, 4):  # shares of the union merged by the merge kernel
+        launch = dict(variant="sparse_attn_tiled", lanes=Q * G, sorted_union=True,
+                      splits=splits, num_warps=4, num_stages=2)
+        check(sa.sparse_attn_with_launch(launch, "decode", **case,
+                                         output=torch.full_like(outs[0], float("nan"))), ref)
     # inside the step: the attention reads the ids the indexer writes just before it
     g = torch.Generator().manual_seed(6)
     W = case["block_table"].shape[1]
@@ -1835,8 +1854,8 @@ def test_gpu_decode_query_tiles_full_size(kv_dtype):
     out = torch.zeros_like(case["q"])
     ids_out = torch.empty((Hkv, R * Q, topk), dtype=torch.int32, device="cuda")
     counter = torch.zeros((Hkv, R * Q), dtype=torch.int32, device="cuda")
-    launch = dict(variant="sparse_attn_tiled", lanes=Q * G, sorted_union=True, num_warps=4,
-                  num_stages=2)
+    launch = dict(variant="sparse_attn_tiled", lanes=Q * G, sorted_union=True, splits=2,
+                  num_warps=4, num_stages=2)
     args = (idx_q, idx_cache, idx_table, case["q"], case["kv"], case["block_table"],
             case["seq_lens"], W * BLOCK, topk, 0, 1, Hkv, Q, Q, case["sm_scale"], out)
     graph, _ = capture(lambda: sa.sparse_decode_step_with_launch(
@@ -2956,7 +2975,8 @@ def test_tma_layout_refuses_zero_strides():
 def test_launch_grids_are_the_documented_ones(monkeypatch):
     """§15 grids: the split kernel (T · Hkv · head_split, splits) with splits at most the tiles
     of the list's power of two (next_pow2(topk) · 128 / kv_tile) and head_split at most G, the
-    merge kernel (T, Hq), the query-tiled kernel (cdiv(T, lanes / G), Hkv)."""
+    merge kernel (T, Hq), the query-tiled kernel (cdiv(T, lanes / G), Hkv), with splits of its
+    sorted union (cdiv(T, lanes / G), Hkv, splits) then the merge kernel; by minima one."""
     from generated import _runtime
     grids, real = [], _runtime.KernelLaunch
 
@@ -2986,6 +3006,14 @@ def test_launch_grids_are_the_documented_ones(monkeypatch):
                                         num_stages=2), "prefill", *args, max_q, 2, 0.125,
                                    _poisoned(args[0]))
         assert grids == [(sk._sparse_attn_tiled_kernel, want)], (lanes, grids)
+    for sorted_union, want in ((True, [(sk._sparse_attn_tiled_kernel, (2, 2, 4)),
+                                       (sk._sparse_attn_merge_kernel, (6, 8))]),
+                               (False, [(sk._sparse_attn_tiled_kernel, (2, 2))])):
+        grids.clear()
+        sa.sparse_attn_with_launch(dict(variant="sparse_attn_tiled", lanes=16, splits=4,
+                                        sorted_union=sorted_union, num_warps=4, num_stages=2),
+                                   "prefill", *args, max_q, 2, 0.125, _poisoned(args[0]))
+        assert grids == want, (sorted_union, grids)
 
 
 def test_v_pairs_need_an_even_page_stride_alone_too():

@@ -133,7 +133,8 @@ def test_union_study_times_the_table_and_each_tiled_walk_on_both_list_kinds(tmp_
         (16, "shared"), (16, "own"), (8, "shared"), (8, "own")]
     for row in rows:
         assert set(row["us"]) == {"table", "tiled sorted w4", "tiled sorted w8",
-                                  "tiled minima w4", "tiled minima w8"}
+                                  "tiled minima w4", "tiled minima w8", "tiled sorted s2 w4",
+                                  "tiled sorted s4 w4"}
         assert max(row["max_err"].values()) <= 2e-2
     # a request's 4 rows share most of their lists in one, hardly any in the other
     assert rows[0]["union_blocks"] < rows[1]["union_blocks"]

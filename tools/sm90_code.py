@@ -241,7 +241,7 @@ def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="
          **({"kv_desc": f"tensordesc<{POINTER[cache][1:]}[1,1,128,1,{head_dim}]>"}
             if tma else {})},
         dict(G=group, D=head_dim, BT=sparse_attn.tile_rows(group, lanes), TMA=tma, MODE=mode,
-             PDL="none",
+             PDL="none", SPLITS=1, LAUNCH_DEPENDENTS=False, part_ptr=None,
              **({} if tma else {"kv_desc": None}),
              TOPK_P=1 << (topk - 1).bit_length(), SCALES=scales, DOT=dot, FP8_PTX=fp8,
              SORTED_UNION=sorted_union, stride_qd=1, stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1,

@@ -1,5 +1,6 @@
 """Device study: decode rows of Q > 1 through the query-tiled kernel. One program per request
-and KV head walks the union of the request's Q rows' lists, loading each page once, against
+and KV head (or per contiguous share of it: splits, merged by the merge kernel) walks the
+union of the request's Q rows' lists, loading each page once, against
 the decode table's launch (the split kernel: each row's list on its own), both through
 `sparse_attn_decode`'s launch path (a programmatic dependent where the device has them), timed
 interleaved in one process (graph replay, L2 flushed, the order rotating each round:
@@ -28,8 +29,8 @@ ROWS = ("bf16/bf16/16/4/256/4,bf16/bf16/16/4/512/4,bf16/bf16/16/4/2048/4,bf16/bf
         "bf16/bf16/16/1/128/4,bf16/bf16/8/1/128/4,bf16/bf16/16/4/512/8,bf16/bf16/8/1/256/8,"
         "bf16/fp8e4m3/16/4/512/4,bf16/fp8e4m3/16/4/2048/4")
 SMOKE_ROWS = "bf16/bf16/16/1/4/4,bf16/bf16/8/1/4/4"
-# the query-tiled launches timed: (sorted_union, num_warps), two stages, Q · G lanes
-WALKS = ((True, 4), (True, 8), (False, 4), (False, 8))
+# the query-tiled launches timed: (sorted_union, splits, num_warps), two stages, Q · G lanes
+WALKS = ((True, 1, 4), (True, 1, 8), (False, 1, 4), (False, 1, 8), (True, 2, 4), (True, 4, 4))
 TOL = 2e-2  # against the table's output (`tune.kernels.GpuDevice.attn_problem`'s bound)
 
 
@@ -66,9 +67,9 @@ def main(argv=None):
             def entry(launch, out, call=call):
                 return lambda: sa.sparse_attn_with_launch(launch, "decode", **call, output=out)
             launches = {"table": None, **{
-                f"tiled {'sorted' if su else 'minima'} w{w}": dict(
+                f"tiled {'sorted' if su else 'minima'}{f' s{k}' if k > 1 else ''} w{w}": dict(
                     variant=sa.TILED, lanes=max(16, common.pow2ceil(Q * G)), sorted_union=su,
-                    num_warps=w, num_stages=2) for su, w in WALKS}}
+                    splits=k, num_warps=w, num_stages=2) for su, k, w in WALKS}}
             outs = {k: torch.full_like(case["q"], float("nan")) for k in launches}
             fns = {k: entry(launch, outs[k]) for k, launch in launches.items()}
             for fn in fns.values():

@@ -716,7 +716,8 @@ class Space:
         without per-token scales, one more program per SM); prefill also the query-tiled kernel at 32, 64 and 128 lanes (at
         least 16 and G), each walk of the tile's union (sorted_union) at its stages, the sorted
         one's pipelined launches also with tma; decode of Q ≥ 2 (not quick) the query-tiled
-        kernel at Q · G lanes (a request's rows in one tile), both walks, 4 and 8 warps."""
+        kernel at Q · G lanes (a request's rows in one tile), both walks, 4 and 8 warps, the
+        sorted one in 1, 2 and 4 splits up to 512 programs."""
         opts = ((4, 2),) if self.quick else ((4, 2), (4, 3), (8, 2))
         last = dict(merge_kernel=False)  # the last split to finish merges
         whole = dict(kv_tile=self.block, head_split=1, **last)
@@ -760,18 +761,22 @@ class Space:
             # the union by minima (not pipelined: its stages change nothing), or as sorted
             # keys, unpipelined (1 stage: two programs per SM) or over 2 or 3 stages
             walks = [(False, 2)] + ([] if self.quick else [(True, 1), (True, 2), (True, 3)])
-            tiled = [(A_TILED, dict(lanes=n, sorted_union=su, tma=False, num_warps=w,
-                                    num_stages=st))
+            tiled = [(A_TILED, dict(lanes=n, sorted_union=su, splits=1, tma=False,
+                                    num_warps=w, num_stages=st))
                      for n in (32, 64, 128) for w in (4, 8) for su, st in walks
                      if n >= max(16, inputs["group"])]
         elif Q > 1 and not self.quick:
             # a request's Q rows as one query tile walking the union of their lists (each
             # page loaded once where the rows share blocks, as an indexer's do): Q · G lanes
-            # (a power of two, at most the variant's 256)
+            # (a power of two, at most the variant's 256); the sorted walk also split in 2
+            # and 4 up to 512 programs (one tile per request and KV head leaves small grids
+            # a fraction of the SMs)
             n = min(pow2ceil(Q * inputs["group"]), 256)
-            tiled = [(A_TILED, dict(lanes=max(16, n), sorted_union=su, tma=False, num_warps=w,
-                                    num_stages=st))
-                     for w in (4, 8) for su, st in ((False, 2), (True, 2), (True, 3))]
+            shares = (1, 2, 4) if programs <= 512 else (1,)
+            tiled = [(A_TILED, dict(lanes=max(16, n), sorted_union=su, splits=k, tma=False,
+                                    num_warps=w, num_stages=st))
+                     for w in (4, 8) for su, st in ((False, 2), (True, 2), (True, 3))
+                     for k in (shares if su else (1,))]
         if tiled:
             # the sorted walk's pipelined tiles also through the tensor memory accelerator
             cands += tiled + ([(v, dict(p, tma=True)) for v, p in tiled
