@@ -223,13 +223,13 @@ def attention(group=16, head_dim=128, kv_tile=128, splits=8, head_split=1, warps
 
 
 def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="bf16",
-          topk=16, scales="none", sorted_union=True, tma=False, mode="prefill"):
+          topk=16, scales="none", sorted_union=True, tma=False, mode="prefill", splits=1):
     """The query-tiled sparse-attention kernel at one launch (``mode``: prefill rows, or
     decode rows launched plainly), on a contiguous [pages, 2, 128, Hkv, D] cache of
     ``cache``'s type (products as `attention` takes them);
     ``sorted_union``: the tile's union walked as sorted keys (a pipelined loop: cp.async
     copies, LDGSTS) or by minima; ``tma``: its tiles through a tensor descriptor of the cache
-    (`kv_tma_layout`)."""
+    (`kv_tma_layout`); ``splits``: shares of the sorted union writing partials."""
     from generated import sparse_attn
 
     fp8 = cache.startswith("fp8")
@@ -238,10 +238,12 @@ def tiled(group=16, head_dim=128, lanes=64, warps=4, stages=2, q="bf16", cache="
         sparse_attn._sparse_attn_tiled_kernel,
         {"q_ptr": POINTER[q], "kv_ptr": POINTER[cache], "out_ptr": POINTER[q],
          "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32", "sm_scale": "fp32",
+         **({"part_ptr": "*fp32"} if splits > 1 else {}),
          **({"kv_desc": f"tensordesc<{POINTER[cache][1:]}[1,1,128,1,{head_dim}]>"}
             if tma else {})},
         dict(G=group, D=head_dim, BT=sparse_attn.tile_rows(group, lanes), TMA=tma, MODE=mode,
-             PDL="none", SPLITS=1, LAUNCH_DEPENDENTS=False, part_ptr=None,
+             PDL="none", SPLITS=splits, LAUNCH_DEPENDENTS=False,
+             **({} if splits > 1 else {"part_ptr": None}),
              **({} if tma else {"kv_desc": None}),
              TOPK_P=1 << (topk - 1).bit_length(), SCALES=scales, DOT=dot, FP8_PTX=fp8,
              SORTED_UNION=sorted_union, stride_qd=1, stride_kd=1, stride_od=1, stride_ik=1, stride_sl=1, stride_cu=1,
@@ -304,7 +306,8 @@ def launch_facts(launch, source=None, variant=None) -> tuple:
     with sparse_attn_module(source, variant):
         if "lanes" in p:
             compiled = tiled(group, 128, p["lanes"], p["num_warps"], p["num_stages"], q, cache,
-                             16, scales, p["sorted_union"], p["tma"])
+                             16, scales, p["sorted_union"], p["tma"], mode=mode,
+                             splits=p.get("splits", 1))
         else:
             compiled = attention(group, 128, p["kv_tile"], p["splits"], p["head_split"],
                                  p["num_warps"], p["num_stages"], p["merge_kernel"], q=q,
@@ -386,7 +389,8 @@ def launch_shared(launch) -> int:
         walks.append((sparse_attn.SORTED_UNION_MAX_KEYS
                       // sparse_attn.tile_rows(group, p["lanes"]), True))
     return max(tiled(group, head_dim, p["lanes"], p["num_warps"], p["num_stages"], q, cache,
-                     topk, scales, sorted_union, p["tma"]).metadata.shared
+                     topk, scales, sorted_union, p["tma"], mode=mode,
+                     splits=p.get("splits", 1) if sorted_union else 1).metadata.shared
                for topk, sorted_union in walks if topk >= 1)
 
 
@@ -495,7 +499,7 @@ def main(argv=None):
     sh.add_argument("--mode", choices=("decode", "prefill", "both"), default="both")
     sh.add_argument("--limit", type=int, default=None, help="the first N launches only")
     sh.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    t = sub.add_parser("tiled", help="sparse-attention query-tiled kernel (prefill)")
+    t = sub.add_parser("tiled", help="sparse-attention query-tiled kernel")
     t.add_argument("--group", type=int, default=16, help="query heads per KV head")
     t.add_argument("--head-dim", type=int, default=128)
     t.add_argument("--lanes", type=int, default=64, help="query lanes (rows · G) per tile")
@@ -508,6 +512,8 @@ def main(argv=None):
     t.add_argument("--minima", action="store_true",
                    help="the union walked by repeated minima, not as sorted keys")
     t.add_argument("--tma", action="store_true", help="tiles through a tensor descriptor")
+    t.add_argument("--mode", choices=("prefill", "decode"), default="prefill")
+    t.add_argument("--splits", type=int, default=1, help="shares of the sorted union")
     for sp in (a, t, tb):
         sp.add_argument("--source", default=None,
                         help="another revision of generated/sparse_attn.py (a file)")
@@ -557,10 +563,12 @@ def main(argv=None):
         with sparse_attn_module(args.source, args.variant):
             compiled = tiled(args.group, args.head_dim, args.lanes, args.warps, args.stages,
                              args.q, args.cache, args.topk, args.scales, not args.minima,
-                             args.tma)
-        name = (f"tiled q {args.q} cache {args.cache} scales {args.scales} G {args.group} "
-                f"D {args.head_dim} lanes {args.lanes} topk {args.topk} warps {args.warps} "
-                f"stages {args.stages}{' minima' if args.minima else ' sorted union'}"
+                             args.tma, args.mode, args.splits)
+        name = (f"tiled {args.mode} q {args.q} cache {args.cache} scales {args.scales} "
+                f"G {args.group} D {args.head_dim} lanes {args.lanes} topk {args.topk} "
+                f"warps {args.warps} stages {args.stages}"
+                f"{' minima' if args.minima else ' sorted union'}"
+                f"{f' {args.splits} splits' if args.splits > 1 else ''}"
                 f"{' tma' if args.tma else ''}{revision(args)}")
     else:
         compiled = scorer(args.q, args.cache, args.head_dim, 1, args.block_q, args.warps,
