@@ -930,6 +930,14 @@ def test_decode_query_tiles_match_float64(G, Hkv, Q, lanes):
     # of a row, or none at all); the walk by minima takes one share
     for splits in (2, 4):
         check(_decode_tiles(case, lanes, True, splits=splits), ref, (1e-3, 1.7e-2))
+        # each share walked its own steps: the shares' partials (in the device's buffer)
+        # differ, and some (row, head) saw no key in some share
+        T, Hq, D = case["q"].shape
+        part = sk.shared_partials(case["q"].device, 0)[:splits * T * Hq * (D + 1)]
+        o = part[:splits * T * Hq * D].view(splits, T, Hq, D)
+        lse = part[splits * T * Hq * D:].view(splits, T, Hq)
+        assert not torch.equal(o[0], o[1])
+        assert bool((lse == float("-inf")).any())
     assert torch.equal(_decode_tiles(case, lanes, False, splits=4), walks[0])
     # the split kernel's result over the same rows (bf16 output: within its rounding)
     check(run_decode(case), ref)

@@ -28,7 +28,8 @@ from tools.tune import __main__ as cli  # noqa: E402
 from specs.index_decode import MEASURED_SCORE  # noqa: E402
 from tools.tune import choose, measure, target, warm, write  # noqa: E402
 from tools.tune.space import (A_SPLIT, A_TILED, ATTN_STEP_MAX_PROGRAMS,  # noqa: E402
-                              ATTN_TABLES, Space, as_bucket, as_json, attn_register_cap, key)
+                              ATTN_TABLES, Space, as_bucket, as_json, attn_register_cap, key,
+                              pow2ceil)
 
 SM90 = os.path.join(ROOT, "specs", "measured", "sm_90.json")
 
@@ -539,7 +540,8 @@ def test_tma_and_table_first_twins_and_near_keeps_one_parameter_from_the_current
         assert bool(tiled) == (mode == "prefill" or Q > 1)
         assert any(p["tma"] for p in tiled) == bool(tiled)
         if mode == "decode":  # a request's Q rows in one tile
-            assert {p["lanes"] for p in tiled} <= {max(16, Q * inputs["group"])}
+            lanes = min(256, max(16, pow2ceil(Q * inputs["group"])))
+            assert {p["lanes"] for p in tiled} <= {lanes}
     generic = Space(reg, reg.hardware["generic"], sms=132)
     mode, inputs, P, _, Q = generic.attn_points([32])[0]
     assert not any(p.get("tma") for _, p in generic.attn_candidates_at(mode, inputs, P, Q))

@@ -307,7 +307,7 @@ def launch_facts(launch, source=None, variant=None) -> tuple:
         if "lanes" in p:
             compiled = tiled(group, 128, p["lanes"], p["num_warps"], p["num_stages"], q, cache,
                              16, scales, p["sorted_union"], p["tma"], mode=mode,
-                             splits=p.get("splits", 1))
+                             splits=p.get("splits", 1) if p["sorted_union"] else 1)
         else:
             compiled = attention(group, 128, p["kv_tile"], p["splits"], p["head_split"],
                                  p["num_warps"], p["num_stages"], p["merge_kernel"], q=q,

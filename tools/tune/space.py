@@ -768,7 +768,9 @@ class Space:
         elif Q > 1 and not self.quick:
             # a request's Q rows as one query tile walking the union of their lists (each
             # page loaded once where the rows share blocks, as an indexer's do): Q · G lanes
-            # (a power of two, at most the variant's 256); the sorted walk also split in 2
+            # rounded up to a power of two (at most the variant's 256; where Q · G is not one,
+            # tiles hold rows of two requests; a row chosen here serves every Q ≥ 2 of its
+            # bucket at these lanes); the sorted walk also split in 2
             # and 4 up to 512 programs (one tile per request and KV head leaves small grids
             # a fraction of the SMs)
             n = min(pow2ceil(Q * inputs["group"]), 256)
