@@ -170,6 +170,18 @@ def test_attn_ablation_prefill_times_variants_at_the_tables_launch(tmp_path):
     assert report[0]["same_bits"] == {"splits_first": True}  # (p16_acc: timing only)
 
 
+def test_attn_ablation_tile_keys_rows_gives_the_query_tiles_result(tmp_path):
+    """--prefill at a query-tiled --launch over an fp8 cache with per-token scales:
+    tile_keys_rows (keys as the rows of both products) within its bound of the kernel."""
+    run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke",
+                "--prefill", "--kv", "fp8e4m3:per_token", "--variants", "base,tile_keys_rows",
+                "--launch", "lanes=16,sorted_union=True,num_warps=4,num_stages=2"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "attn_ablation.json").read_text())
+    assert report[0]["launch"]["variant"] == "sparse_attn_tiled"
+    assert report[0]["same_bits"] == {"tile_keys_rows": True}
+
+
 def test_attn_ablation_over_an_fp8_cache_widens_it_other_ways(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--kv",
                 "fp8e4m3", "--variants", "base,k_bits,k_byte,k_pairs_tl,no_kv"])

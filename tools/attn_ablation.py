@@ -65,6 +65,9 @@ programs sum their scores through distributed shared memory at every key step
 table takes for it (query-tiled or split kernel), or at the launch ``--launch`` gives
 (``"lanes=64,num_warps=4,num_stages=3,tma=True"``; with ``splits=`` the split kernel's). `p16_acc` (timing only) takes fp16
 products' P·V with the running output as its accumulator, as a bf16 q's are.
+`tile_keys_rows` makes the keys the rows of the query tile's products (K·qᵀ, Vᵀ·Pᵀ: over
+an fp8 cache Triton then widens K and V into registers as the products' first operands;
+within CLOSE's bound; `tools/sm90_code.py tiled --variant tile_keys_rows` shows its code).
 
 The decode study ends with each variant's time over the kernel's at the same launch, and
 each other launch's over the row's first, median (min–max) over the rows.
@@ -670,6 +673,139 @@ VARIANTS["keys_rows"] = SUMS_PER_STEP + [
 # another order (checked within CLOSE).
 VARIANTS["wgmma"] = [("MIN_DOT_ROWS = 16", "MIN_DOT_ROWS = 64")]
 VARIANTS["wgmma_split_only"] = VARIANTS["wgmma"] + VARIANTS["split_only"]
+
+# The query tile with the keys as the rows of both products: S^T = K·q^T [keys, lanes] and
+# O^T = V^T·P^T [D, lanes] (the tile's lanes, q and the running output held transposed; the
+# softmax reduces over the first axis). Over an fp8 cache the widened K and V become the
+# products' first operands, which a warpgroup product may take from registers: Triton can
+# then widen each tile from shared memory into registers (RS products) instead of sending
+# the widened tile back through shared memory as the second operand; only P^T goes through
+# shared memory. V is widened by Triton's cast (the inline PTX of `_widened` is not pure, so
+# Triton would not move it). The kernel's result with the products added in another order
+# (checked within CLOSE's bound).
+TILE_KEYS_ROWS_FUNCTIONS = """@triton.jit
+def _key_scores_t(qt, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_kd,
+                  k_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head, t0, D: tl.constexpr,
+                  SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr,
+                  ENDS_AT_LAST: tl.constexpr):
+    # `_key_scores` transposed: K·q^T [keys, lanes] (qt: the products' operand, [D, lanes])
+    offs_d = tl.arange(0, D)
+    base = kv_ptr + page.to(tl.int64) * stride_kp + head_off
+    kv_offs = offs_t[:, None] * stride_kt + offs_d[None, :] * stride_kd
+    if TMA:
+        k = _tma_tile(kv_desc, page, 0, t0, kv_head, offs_t.shape[0], D).to(qt.dtype)
+    elif ENDS_AT_LAST:
+        on_page = tl.arange(0, offs_t.shape[0]) + t0 >= 0
+        k = tl.load(base + kv_offs, mask=on_page[:, None], other=0.0).to(qt.dtype)
+    else:
+        k = tl.load(base + kv_offs).to(qt.dtype)
+    if DOT == "tf32x3":
+        s = tl.dot(k, qt, input_precision="tf32x3")
+    else:
+        s = tl.dot(k, qt)
+    s = s * sm_scale
+    if SCALES == "per_token":
+        slot = page.to(tl.int64) * _BLOCK + offs_t
+        s = s * tl.load(k_scale_ptr + scale_head_off + slot)[:, None]
+    return s, base
+
+
+@triton.jit
+def _fold_scores_t(qt, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_scale_ptr,
+                   v_factor, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
+                   DOT: tl.constexpr, TMA: tl.constexpr, RANGE_ONCE: tl.constexpr,
+                   ENDS_AT_LAST: tl.constexpr):
+    # `_fold_scores` transposed: s [keys, lanes], acc [D, lanes] (V not as pairs)
+    FP8: tl.constexpr = base.dtype.element_ty.primitive_bitwidth == 8
+    m_new = tl.maximum(m_i, tl.max(s, axis=0))
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2((m_i - shift) * _LOG2E)
+    p = tl.exp2((s - shift[None, :]) * _LOG2E)
+    l_i = l_i * alpha + tl.sum(p, axis=0)
+    # V^T [D, keys]: by pointers read transposed (d along the first axis), so that no tile
+    # is transposed in registers
+    if TMA:
+        vt = tl.trans(_v_rows_taken(_tma_tile(kv_desc, page, 1, t0, kv_head, s.shape[0],
+                                              acc.shape[0]), v_rows[:, None], FP8))
+    else:
+        vt = tl.load(base + v_off + tl.trans(v_offs))
+    if qt.dtype == tl.float16:
+        if SCALES == "per_token":
+            v_scale = tl.load(v_scale_ptr + scale_head_off + v_slot)
+            if RANGE_ONCE:
+                into, back = v_factor, 1.0 / v_factor
+            else:
+                seen = tl.max(s, axis=1) > float("-inf")
+                into, back = _fp16_range(tl.max(tl.where(seen, tl.abs(v_scale), 0.0), axis=0))
+            p16 = (p * tl.minimum(v_scale * into, _FP16_MAX)[:, None]).to(tl.float16)
+        else:
+            p16 = (p * _P16_SCALE).to(tl.float16)
+            back = v_factor * _P16_BACK
+        if _p16_accumulates(qt.dtype, base.dtype.element_ty, SCALES):
+            acc = acc * alpha[None, :] + tl.dot(vt, p16)
+        else:
+            acc = acc * alpha[None, :] + tl.dot(vt.to(tl.float16), p16) * back
+    else:
+        if SCALES == "scalar":
+            p = p * v_factor
+        elif SCALES == "per_token":
+            p = p * tl.load(v_scale_ptr + scale_head_off + v_slot)[:, None]
+        if DOT == "tf32x3":
+            pv = tl.dot(vt.to(qt.dtype), p, input_precision="tf32x3")
+        else:
+            pv = tl.dot(vt.to(qt.dtype), p.to(qt.dtype))
+        acc = acc * alpha[None, :] + pv
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _attend_tile_block(qt, m_i, l_i, acc, b, page, last, lane_pos, lane_len, lane_member,
+                       kv_ptr, head_off, stride_kp, stride_kt, stride_kd, v_off,
+                       k_scale_ptr, v_scale_ptr, v_factor, scale_head_off, sm_scale, kv_desc,
+                       kv_head, D: tl.constexpr, SCALES: tl.constexpr, DOT: tl.constexpr,
+                       TMA: tl.constexpr, FP8_PTX: tl.constexpr, RANGE_ONCE: tl.constexpr):
+    # the generated one's tiles and masks, transposed
+    FP8: tl.constexpr = kv_ptr.dtype.element_ty.primitive_bitwidth == 8
+    offs_t = tl.arange(0, _BLOCK)
+    if FP8:
+        first = 0
+        rows = offs_t
+    else:
+        first = last - (_BLOCK - 1)
+        rows = tl.maximum(offs_t + first, 0)
+    v_t = _v_tokens(rows, last, FP8)
+    s, base = _key_scores_t(qt, page, _k_tokens(rows, v_t, SCALES), kv_ptr, head_off,
+                            stride_kp, stride_kt, stride_kd, k_scale_ptr, scale_head_off,
+                            sm_scale, kv_desc, kv_head, first, D, SCALES, DOT, TMA, False)
+    if FP8:
+        key = b * _BLOCK + offs_t
+        visible = (key[:, None] <= lane_pos[None, :]) & (key[:, None] < lane_len[None, :]) & \\
+            lane_member[None, :]
+    else:
+        lane_last = tl.minimum(lane_pos, lane_len - 1) - b * _BLOCK
+        lane_hi = tl.where(lane_member, lane_last - first, -1)
+        visible = (offs_t[:, None] <= lane_hi[None, :]) & (offs_t >= -first)[:, None]
+    s = tl.where(visible, s, float("-inf"))
+    v_offs = _v_offsets(v_t, stride_kt, stride_kd, D, False)
+    v_slot = page.to(tl.int64) * _BLOCK + tl.minimum(rows, last)
+    return _fold_scores_t(qt, m_i, l_i, acc, s, offs_t <= last - first, base, v_offs, v_slot,
+                          v_off, v_scale_ptr, v_factor, scale_head_off, kv_desc, kv_head, page,
+                          first, SCALES, DOT, TMA, RANGE_ONCE, False)
+"""
+VARIANTS["tile_keys_rows"] = [
+    (_source_block("def _attend_tile_block(", "                        first, SCALES, DOT, TMA,"
+                   " FP8_PTX, False, RANGE_ONCE, False)"),
+     TILE_KEYS_ROWS_FUNCTIONS.split("@triton.jit\n", 1)[1]),
+    ("    acc = tl.zeros([LANES, D], tl.float32)\n",
+     "    acc = tl.zeros([D, LANES], tl.float32)\n    qt = tl.trans(q)\n"
+     "    if DOT == \"fp16\":  # (the lanes' scales: [lanes, 1])\n"
+     "        sm_scale = tl.trans(sm_scale)\n"),
+    ("_attend_tile_block(\n                q, m_i,", "_attend_tile_block(\n                qt, m_i,"),
+    ("_attend_tile_block(\n                        q, m_i,",
+     "_attend_tile_block(\n                        qt, m_i,"),
+    ("    o = acc * _output_unit(q_ptr, kv_ptr, SCALES)",
+     "    o = tl.trans(acc) * _output_unit(q_ptr, kv_ptr, SCALES)"),
+]
 # Each warp its own share of a step's keys with its own running softmax (a batched product:
 # the warps are the batch axis, so a step's row max, row sum and P·V operand stay inside one
 # warp: no barrier per step), the warps' partials combined once after the loop. Computes the
@@ -1263,7 +1399,8 @@ def timeline_summary(records, programs: int) -> dict:
 # from it allowed (bf16 output: a few units in the last place of values of order one)
 CLOSE = {"k_pairs": 3e-2, "k_pairs_tl": 3e-2, "k_pairs_tma": 3e-2, "scales_per_step": 3e-2,
          "pt_range_per_tile": 3e-2, "keys_rows": 3e-2, "warp_splits": 3e-2, "wgmma": 3e-2,
-         "log2_scores": 3e-2, "sums_per_step": 3e-2, "bf16_partials": 3e-2}
+         "log2_scores": 3e-2, "sums_per_step": 3e-2, "bf16_partials": 3e-2,
+         "tile_keys_rows": 3e-2}
 # another revision of the kernel (--against): the same result up to the order of additions
 AGAINST_TOL = 3e-2
 # variants the interpreter cannot run (inline PTX)
