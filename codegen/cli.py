@@ -300,7 +300,8 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_regenerate)
 
     p = sub.add_parser("list", help="table of every variant",
-                       description="Print every variant: family, name, hardware, dtypes, file, spec.")
+                       description="Print every variant: family, name, hardware, dtypes, "
+                                   "file, spec.")
     p.add_argument("--family", help="only this family")
     p.add_argument("--hardware", help="only variants declared for this hardware target")
     p.add_argument("--json", action="store_true", help="JSON instead of a table")
