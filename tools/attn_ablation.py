@@ -684,39 +684,13 @@ VARIANTS["wgmma_split_only"] = VARIANTS["wgmma"] + VARIANTS["split_only"]
 # shared memory. V is widened by Triton's cast (the inline PTX of `_widened` is not pure, so
 # Triton would not move it). The kernel's result with the products added in another order
 # (checked within CLOSE's bound).
-TILE_KEYS_ROWS_FUNCTIONS = """@triton.jit
-def _key_scores_t(qt, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_kd,
-                  k_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head, t0, D: tl.constexpr,
-                  SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr,
-                  ENDS_AT_LAST: tl.constexpr):
-    # `_key_scores` transposed: K·q^T [keys, lanes] (qt: the products' operand, [D, lanes])
-    offs_d = tl.arange(0, D)
-    base = kv_ptr + page.to(tl.int64) * stride_kp + head_off
-    kv_offs = offs_t[:, None] * stride_kt + offs_d[None, :] * stride_kd
-    if TMA:
-        k = _tma_tile(kv_desc, page, 0, t0, kv_head, offs_t.shape[0], D).to(qt.dtype)
-    elif ENDS_AT_LAST:
-        on_page = tl.arange(0, offs_t.shape[0]) + t0 >= 0
-        k = tl.load(base + kv_offs, mask=on_page[:, None], other=0.0).to(qt.dtype)
-    else:
-        k = tl.load(base + kv_offs).to(qt.dtype)
-    if DOT == "tf32x3":
-        s = tl.dot(k, qt, input_precision="tf32x3")
-    else:
-        s = tl.dot(k, qt)
-    s = s * sm_scale
-    if SCALES == "per_token":
-        slot = page.to(tl.int64) * _BLOCK + offs_t
-        s = s * tl.load(k_scale_ptr + scale_head_off + slot)[:, None]
-    return s, base
-
-
-@triton.jit
+TILE_KEYS_ROWS_FOLD = """@triton.jit
 def _fold_scores_t(qt, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_scale_ptr,
                    v_factor, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
-                   DOT: tl.constexpr, TMA: tl.constexpr, RANGE_ONCE: tl.constexpr,
-                   ENDS_AT_LAST: tl.constexpr):
-    # `_fold_scores` transposed: s [keys, lanes], acc [D, lanes] (V not as pairs)
+                   DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
+                   V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr, ENDS_AT_LAST: tl.constexpr):
+    # `_fold_scores` transposed: s [keys, lanes], acc [D, lanes] (V not as pairs, widened by
+    # Triton's cast)
     FP8: tl.constexpr = base.dtype.element_ty.primitive_bitwidth == 8
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -758,45 +732,40 @@ def _fold_scores_t(qt, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_
         acc = acc * alpha[None, :] + pv
     return m_new, l_i, acc
 
-
-@triton.jit
-def _attend_tile_block(qt, m_i, l_i, acc, b, page, last, lane_pos, lane_len, lane_member,
-                       kv_ptr, head_off, stride_kp, stride_kt, stride_kd, v_off,
-                       k_scale_ptr, v_scale_ptr, v_factor, scale_head_off, sm_scale, kv_desc,
-                       kv_head, D: tl.constexpr, SCALES: tl.constexpr, DOT: tl.constexpr,
-                       TMA: tl.constexpr, FP8_PTX: tl.constexpr, RANGE_ONCE: tl.constexpr):
-    # the generated one's tiles and masks, transposed
-    FP8: tl.constexpr = kv_ptr.dtype.element_ty.primitive_bitwidth == 8
-    offs_t = tl.arange(0, _BLOCK)
-    if FP8:
-        first = 0
-        rows = offs_t
-    else:
-        first = last - (_BLOCK - 1)
-        rows = tl.maximum(offs_t + first, 0)
-    v_t = _v_tokens(rows, last, FP8)
-    s, base = _key_scores_t(qt, page, _k_tokens(rows, v_t, SCALES), kv_ptr, head_off,
-                            stride_kp, stride_kt, stride_kd, k_scale_ptr, scale_head_off,
-                            sm_scale, kv_desc, kv_head, first, D, SCALES, DOT, TMA, False)
-    if FP8:
-        key = b * _BLOCK + offs_t
-        visible = (key[:, None] <= lane_pos[None, :]) & (key[:, None] < lane_len[None, :]) & \\
-            lane_member[None, :]
-    else:
-        lane_last = tl.minimum(lane_pos, lane_len - 1) - b * _BLOCK
-        lane_hi = tl.where(lane_member, lane_last - first, -1)
-        visible = (offs_t[:, None] <= lane_hi[None, :]) & (offs_t >= -first)[:, None]
-    s = tl.where(visible, s, float("-inf"))
-    v_offs = _v_offsets(v_t, stride_kt, stride_kd, D, False)
-    v_slot = page.to(tl.int64) * _BLOCK + tl.minimum(rows, last)
-    return _fold_scores_t(qt, m_i, l_i, acc, s, offs_t <= last - first, base, v_offs, v_slot,
-                          v_off, v_scale_ptr, v_factor, scale_head_off, kv_desc, kv_head, page,
-                          first, SCALES, DOT, TMA, RANGE_ONCE, False)
 """
+
+
+def _edited(text: str, edits) -> str:
+    """``text`` with each (old, new) of ``edits`` replaced (old must be in it)."""
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+# the generated `_key_scores` and `_attend_tile_block` with the keys as the first axis
+_KEY_SCORES = _source_block("def _key_scores(", "    return s, base")
+_TILE_BLOCK = _source_block("def _attend_tile_block(", "                        first, SCALES, DOT,"
+                            " TMA, FP8_PTX, False, RANGE_ONCE, False)")
+TILE_KEYS_ROWS_SCORES = _edited(_KEY_SCORES, [
+    ("def _key_scores(", "def _key_scores_t("),
+    ('"""Scaled scores q·Kᵀ',
+     '"""(transposed: q [D, lanes], scores K·qᵀ [keys, lanes]) Scaled scores'),
+    ("tl.dot(q, tl.trans(k)", "tl.dot(k, q"),
+    ("slot)[None, :]", "slot)[:, None]")])
+TILE_KEYS_ROWS_BLOCK = _edited(_TILE_BLOCK, [
+    ("_key_scores(q,", "_key_scores_t(q,"),
+    ("(key[None, :] <= lane_pos[:, None]) & (key[None, :] < lane_len[:, None]) & \\\n"
+     "            lane_member[:, None]",
+     "(key[:, None] <= lane_pos[None, :]) & (key[:, None] < lane_len[None, :]) & \\\n"
+     "            lane_member[None, :]"),
+    ("(offs_t[None, :] <= lane_hi[:, None]) & (offs_t >= -first)[None, :]",
+     "(offs_t[:, None] <= lane_hi[None, :]) & (offs_t >= -first)[:, None]"),
+    ("return _fold_scores(", "return _fold_scores_t(")])
 VARIANTS["tile_keys_rows"] = [
-    (_source_block("def _attend_tile_block(", "                        first, SCALES, DOT, TMA,"
-                   " FP8_PTX, False, RANGE_ONCE, False)"),
-     TILE_KEYS_ROWS_FUNCTIONS.split("@triton.jit\n", 1)[1]),
+    (_TILE_BLOCK, TILE_KEYS_ROWS_SCORES + "\n\n@triton.jit\n"
+     + TILE_KEYS_ROWS_FOLD.split("@triton.jit\n", 1)[1] + "\n\n@triton.jit\n"
+     + TILE_KEYS_ROWS_BLOCK),
     ("    acc = tl.zeros([LANES, D], tl.float32)\n",
      "    acc = tl.zeros([D, LANES], tl.float32)\n    qt = tl.trans(q)\n"
      "    if DOT == \"fp16\":  # (the lanes' scales: [lanes, 1])\n"
