@@ -757,10 +757,11 @@ def test_sharing_is_checked_again_when_the_addresses_change_under_one_plan():
 
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 def test_views_with_a_pending_negation_and_non_strided_tensors_are_refused():
-    """A view flagged negated (its memory holds the values before the negation) and sparse
-    or MKL-DNN tensors (no strides to read) are refused by name, also after a plan exists for
-    a plain tensor of the same shape."""
+    """A view flagged negated (its memory holds the values before the negation), sparse
+    or MKL-DNN tensors (no strides to read) and nested ones (strided, but no one shape) are
+    refused by name, also after a plan exists for a plain tensor of the same shape."""
     base = _decode_case(1, 0, False)
     generated.index_decode(**base)
     q = base["idx_q"].float()
@@ -768,10 +769,12 @@ def test_views_with_a_pending_negation_and_non_strided_tensors_are_refused():
     assert neg.is_neg() and torch.equal(neg, q)
     generated.index_decode(**{**base, "idx_q": q})
     assert_named(ValueError, "idx_q", generated.index_decode, **{**base, "idx_q": neg})
+    nested = torch.nested.nested_tensor(list(q.unbind(0)))
+    assert_named(ValueError, "idx_q", generated.index_decode, **{**base, "idx_q": nested})
     K, N = ROUTER_SHAPE
     x, w = torch.randn((3, K), device=DEVICE), torch.randn((N, K), device=DEVICE)
     generated.router_gemm(x, w)
-    for odd in (x.to_sparse(), x.to_sparse_csr()):
+    for odd in (x.to_sparse(), x.to_sparse_csr(), torch.nested.nested_tensor(list(x))):
         assert_named(ValueError, "hidden_states", generated.router_gemm, hidden_states=odd,
                      router_weight=w)
         assert_named(ValueError, "hidden_states", generated.router_logits, hidden_states=odd,

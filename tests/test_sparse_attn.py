@@ -3184,3 +3184,39 @@ def test_gpu_register_capped_launches_fit_the_cap_and_give_the_same_bits(monkeyp
         check(got[cap], ref_sparse_attn(case["q"], case["kv"], case["topk_idx"],
                                         case["block_table"], pos, 2, case["sm_scale"],
                                         case.get("k_scale"), case.get("v_scale")))
+
+
+def _nested(t):
+    """``t`` as a nested tensor of its first dimension's slices (strided layout, no shape)."""
+    return torch.nested.nested_tensor(list(t.unbind(0)))
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_nested_tensors_are_refused_by_name():
+    """A nested tensor reports the strided layout but has no one shape: refused naming the
+    argument in both attention entries and the step, also after a plan exists for the dense
+    tensors of its shape."""
+    case, _ = decode_case([300, 140], Q=1, Hkv=1, G=4, seed=48)
+    out = torch.zeros_like(case["q"])
+    generated.sparse_attn_decode(**case, output=out)
+    for name in ("q", "kv", "topk_idx", "block_table", "seq_lens", "output"):
+        args = dict(case, output=out)
+        args[name] = _nested(args[name])
+        with pytest.raises(ValueError, match=f"^{name}: must be a dense tensor"):
+            generated.sparse_attn_decode(**args)
+    cu = torch.tensor([0, 1, 2], dtype=torch.int32, device=DEVICE)
+    prefill = [case["q"], case["kv"], case["topk_idx"], case["block_table"], cu,
+               case["seq_lens"], case["seq_lens"] - 1, 1, 1, 0.125, out]
+    generated.sparse_attn_prefill(*prefill)
+    for i, name in ((0, "q"), (4, "cu_seqlens_q"), (6, "prefix_lens")):
+        bad = list(prefill)
+        bad[i] = _nested(prefill[i])
+        with pytest.raises(ValueError, match=f"^{name}: must be a dense tensor"):
+            generated.sparse_attn_prefill(*bad)
+    args, _, _ = _small_step_args(49)
+    generated.sparse_decode_step(*args)
+    for i, name in ((0, "idx_q"), (1, "index_kv_cache"), (3, "q"), (15, "output")):
+        bad = list(args)
+        bad[i] = _nested(args[i])
+        with pytest.raises(ValueError, match=f"^{name}: must be a dense tensor"):
+            generated.sparse_decode_step(*bad)
