@@ -226,7 +226,9 @@ def test_strided_seq_lens_regression():
 # ---- types -------------------------------------------------------------------------------------
 
 NOT_TENSORS = (np.zeros((2, 2), dtype=np.float32), [1, 2], None, 3)
-NOT_INTS = (4.0, "4", True, torch.tensor(4), None)
+# (NumPy arrays other than one integer have __index__ but raise in it)
+NOT_INTS = (4.0, "4", True, torch.tensor(4), None, np.float64(4.0), np.array(4.0),
+            np.array([4]), np.array(True))
 
 
 def test_decode_rejects_non_tensors_and_non_ints_by_name():
@@ -439,6 +441,17 @@ def test_empty_cache_rejected_only_when_blocks_exist():
                 attention_block_table=torch.zeros((2, 0), dtype=torch.int32, device=DEVICE),
                 sparse_block_table_out=table, sparse_context_lens_out=ctx, block_page_stride=8)
     assert (ids == -1).all() and not table.any() and not ctx.any()
+    # buffers made in inference mode, the call outside it (as the kernels' writes elsewhere)
+    with torch.inference_mode():
+        out = torch.full((1, 2, TOPK), -9, dtype=torch.int32, device=DEVICE)
+        table, ctx = table.clone().fill_(-9), ctx.clone().fill_(-9)
+    assert not torch.is_inference_mode_enabled()
+    ids = _call({**inputs, "index_kv_cache": empty, "max_seq_len": 0,
+                 "block_table": inputs["block_table"][:, :0]}, out=out,
+                attention_block_table=torch.zeros((2, 0), dtype=torch.int32, device=DEVICE),
+                sparse_block_table_out=table, sparse_context_lens_out=ctx, block_page_stride=8)
+    assert ids.data_ptr() == out.data_ptr()
+    assert (out == -1).all() and not table.any() and not ctx.any()
 
 
 def test_builder_ids_and_lengths_out_of_range():

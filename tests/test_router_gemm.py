@@ -805,6 +805,31 @@ def test_splitk_tf32x3_non_finite_hidden_states_give_linears_values(dtype_name, 
     check_logits(out[5:].to(x.device), x[5:], w)
 
 
+@pytest.mark.parametrize("dtype_name", ["fp32", "bf16"])
+def test_splitk_tf32x3_inf_against_an_operand_below_tf32s_range_reads_nan(dtype_name):
+    """The documented exception: ±inf against a nonzero fp32 weight below 2^-136 in magnitude
+    (its TF32 head is 0: inf · 0) reads NaN where linear gives ±inf; an fp32 hidden state that
+    small against an inf weight likewise. The logits of other experts are linear's."""
+    (K, N), M = (3072, 256), 3
+    x, w = make_inputs(K, N, M, DTYPES[dtype_name], seed=seed_of("splitk-tiny", dtype_name))
+    x, w = x.clone(), w.clone()
+    x[0, 1], w[5, 1] = float("inf"), 1e-42
+    if dtype_name == "fp32":
+        x[1, 2], w[6, 2] = -1e-42, float("inf")
+    params = splitk_params(M, block_n=64, block_k=512, split_k=2, tf32x3=True)
+    out = run_splitk(x, w, params).cpu()
+    want = torch.nn.functional.linear(x.double().cpu(), w.double().cpu())
+    odd = [(0, 5)] + ([(1, 6)] if dtype_name == "fp32" else [])
+    for row, expert in odd:
+        assert torch.isinf(want[row, expert]) and torch.isnan(out[row, expert])
+        want[row, expert] = float("nan")
+    for row in range(len(odd)):
+        assert torch.equal(torch.isnan(out[row]), torch.isnan(want[row])), row
+        inf = torch.isinf(want[row])
+        assert torch.equal(out[row][inf], want[row][inf].float()), row
+    check_logits(out[len(odd):].to(x.device), x[len(odd):], w)
+
+
 def test_router_gemm_dispatches_splitk_rows(monkeypatch, kernel_spy):
     """A table row naming the split-K variant launches the split-K kernel with its params
     (independent of which buckets the current tables give to it)."""
@@ -1517,3 +1542,26 @@ def test_gpu_splitk_cuda_graph(shape, M, dtype_name, params):
     check_logits(run_splitk(x, w, params), x, w)
     torch.cuda.synchronize()
     assert not counter.any()
+
+
+def test_router_logits_recording_autograd_takes_linear_and_keeps_its_gradients():
+    """The kernel has no backward: a call that records autograd (grad mode on, the weight or
+    the hidden states requiring grad) takes F.linear, whose gradients it keeps; under no_grad
+    or inference mode the same tensors take the kernel."""
+    K, N, M = 4096, 8, 3
+    x, w = make_inputs(K, N, M, torch.float32, seed=seed_of("autograd"))
+    want = torch.nn.functional.linear(x, w)
+    for x_grad in (False, True):
+        xi = x.clone().requires_grad_(x_grad)
+        wi = torch.nn.Parameter(w.clone(), requires_grad=not x_grad)
+        assert explain_router_logits(xi, wi)["path"] == "linear"
+        out = router_logits(xi, wi)
+        assert out.requires_grad and torch.equal(out, want)
+        grad = torch.randn(out.shape, device=DEVICE)
+        out.backward(grad)
+        leaf = xi if x_grad else wi
+        torch.testing.assert_close(leaf.grad, grad @ w if x_grad else grad.t() @ x)
+        for mode in (torch.no_grad, torch.inference_mode):
+            with mode():
+                assert explain_router_logits(xi, wi)["path"] == "kernel"
+                check_logits(router_logits(xi, wi), x, w)
