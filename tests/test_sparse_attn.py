@@ -1637,13 +1637,15 @@ def test_decode_step_capped_inputs_are_the_ones_the_study_found_faster():
     assert {tuple(i.values()) for i, _ in declared} == faster
 
 
-@pytest.mark.parametrize("R,Q,forced,want", [(64, 1, None, 0), (65, 1, None, 2),
-                                             (64, 2, None, 2), (43, 3, None, 0),
+@pytest.mark.parametrize("R,Q,forced,want", [(64, 1, None, 0), (65, 1, None, "cap"),
+                                             (64, 2, None, "cap"), (43, 3, None, 0),
                                              (64, 2, 0, 0), (64, 1, 3, 3)])
 def test_decode_step_attention_follows_its_table(R, Q, forced, want):
     """The step's attention plan asks for as many programs per SM as its table gives the
     step's point (sm_90, bf16, G 16, D 128: T · Hkv = R · Q · 2 programs), or as forced
-    (tools' study)."""
+    (tools' study). "cap": STEP_CAPPED's two per SM (129–256 programs) where the decode row
+    there launches the studied launch, else none."""
+    from specs.sparse_attn import STEP_CAPPED
     g = torch.Generator().manual_seed(3)
     Hkv, G, D, topk, W = 2, 16, 128, 4, 2
     T = R * Q
@@ -1656,6 +1658,14 @@ def test_decode_step_attention_follows_its_table(R, Q, forced, want):
     plan = sa._StepPlan(idx_q, idx_cache, idx_table, q, kv, idx_table, seq_lens, W * BLOCK,
                         topk, 0, 1, Hkv, Q, Q, D ** -0.5, torch.empty_like(q), None, None,
                         None, None, "sm_90", attention_per_sm=forced)
+    if want == "cap":
+        programs, per_sm, measured = STEP_CAPPED["sm_90"]
+        key = dict(q_dtype="bf16", kv_dtype="bf16", scales="none", group=G, head_dim=D)
+        row = sa._row("decode", "sm_90", dict(key, query_len=Q, programs=T * Hkv))
+        studied = [launch for inputs, launch in measured if inputs == key]
+        assert programs.lo <= T * Hkv <= programs.hi and len(studied) == 1
+        want = per_sm if (row.variant, dict(row.params)) == ("sparse_attn_split", studied[0]) \
+            else 0
     assert plan.attend.asked_per_sm == want
 
 
