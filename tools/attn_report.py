@@ -6,6 +6,12 @@ them (the worst ratio over the runs) instead of vLLM's bf16 times.
 
     python3 tools/attn_report.py RUN_A/bench_attn.json RUN_B/bench_attn.json
 
+With `--before`, the runs after it are the same rows at other tables (or another kernel), timed
+on the same machine in passes between the first runs': the table gives each row's time in both
+and the ratio of the means (after / before).
+
+    python3 tools/attn_report.py AFTER_1.json AFTER_2.json --before BEFORE_1.json BEFORE_2.json
+
 docs/PERFORMANCE.md holds this output below a line naming the command; tests/test_docs.py
 checks that the two agree.
 """
@@ -30,7 +36,8 @@ def _share(res):
     return res.get("share_of_read", res["share_of_floor"])
 
 
-def table(paths) -> str:
+def _load(paths):
+    """Each run's rows by (Hq, Hkv, R, context, Q), and the cache they ran over."""
     runs, kvs = [], set()
     for path in paths:
         with open(path) as f:
@@ -39,7 +46,47 @@ def table(paths) -> str:
         runs.append({tuple(r["row"]): r for r in data["rows"] if "us" in r})
     if len(kvs) != 1:
         raise SystemExit(f"attn_report: runs over different caches {sorted(kvs)}")
-    plain = kvs.pop()[0] == "bf16"
+    return runs, kvs.pop()
+
+
+def before_after(after_paths, before_paths, moved: float = 0.03) -> str:
+    """The rows of the runs after a change beside the runs before it: µs per run, and the mean
+    after over the mean before. The line below counts the rows that moved by more than
+    ``moved``."""
+    after, kv = _load(after_paths)
+    before, kv_before = _load(before_paths)
+    if kv != kv_before:
+        raise SystemExit(f"attn_report: before and after over different caches {kv_before}, {kv}")
+    lines = ["| Hq/Hkv, R, context, Q |"
+             + "".join(f" after µs ({i + 1}) |" for i in range(len(after)))
+             + "".join(f" before µs ({i + 1}) |" for i in range(len(before)))
+             + " after / before |",
+             "|---|" + "---|" * (len(after) + len(before) + 1)]
+    ratios = []
+    for row in after[0]:
+        a = [run[row]["us"] for run in after if row in run]
+        b = [run[row]["us"] for run in before if row in run]
+        if len(a) != len(after) or len(b) != len(before):
+            continue
+        ratio = (sum(a) / len(a)) / (sum(b) / len(b))
+        ratios.append(ratio)
+        lines.append(f"| {_label(row)} |" + "".join(f" {t:.1f} |" for t in a + b)
+                     + f" {ratio:.3f} |")
+    faster = sum(r < 1 - moved for r in ratios)
+    slower = sum(r > 1 + moved for r in ratios)
+    lines.append("")
+    lines.append(f"Faster by more than {100 * moved:.0f} %: {faster} of {len(ratios)} rows "
+                 f"(best {min(ratios):.3f}); slower by more than {100 * moved:.0f} %: {slower} "
+                 f"(worst {max(ratios):.3f}).")
+    return "\n".join(lines)
+
+
+def table(paths) -> str:
+    if "--before" in paths:
+        cut = paths.index("--before")
+        return before_after(paths[:cut], paths[cut + 1:])
+    runs, kv = _load(paths)
+    plain = kv[0] == "bf16"
     other = "vLLM" if plain else "bf16 cache"
     names = "".join(f" ours µs ({chr(ord('A') + i)}) |" for i in range(len(runs)))
     lines = [f"| Hq/Hkv, R, context, Q |{names} {other} µs{'' if plain else ' (A)'} | ours / "
