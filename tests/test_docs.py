@@ -2,6 +2,7 @@
 code, templates, specs, tests, tools and docs names a section or item that exists there."""
 from __future__ import annotations
 
+import itertools
 import os
 import re
 
@@ -112,11 +113,16 @@ def test_generated_result_tables_equal_their_command():
 
 def test_every_result_of_record_is_named_where_its_numbers_are_used():
     """Each file in docs/results/ is named by the docs (or a test that reads it): whole, as
-    `..._<suffix>.json`, or in a brace list (`..._kinds_quick_{a,b}.json`); a superseded one is
-    removed (git keeps it)."""
+    `..._<suffix>.json`, or in brace lists (`..._kinds_quick_{a,b}.json`,
+    `name_{bf16,fp8}_{a,b}.json`); a superseded one is removed (git keeps it)."""
     results = os.path.join(ROOT, "docs", "results")
     texts = "\n".join(text for rel, text in _text_files()
                       if rel.endswith(".md") or rel.startswith("tests"))
+    expanded = set()  # every name a brace pattern spells: `..._{bf16,fp8}_{after1,before1}.json`
+    for pattern in re.findall(r"[\w.\-]*(?:\{[\w.\-,]+\}[\w.\-]*)+\.json", texts):
+        parts = re.split(r"\{([^}]*)\}", pattern)
+        choices = [[p] if i % 2 == 0 else p.split(",") for i, p in enumerate(parts)]
+        expanded.update("".join(c) for c in itertools.product(*choices))
     unnamed = []
     for name in sorted(os.listdir(results)):
         stem = name[:-len(".json")]
@@ -124,7 +130,8 @@ def test_every_result_of_record_is_named_where_its_numbers_are_used():
         head, _, last = suffix.rpartition("_")
         braces = re.findall(rf"{re.escape(head)}_\{{([^}}]*)\}}", texts) if head else []
         if stem not in texts and f"..._{suffix}.json" not in texts and \
-                not any(last in b.split(",") for b in braces):
+                not any(last in b.split(",") for b in braces) and \
+                not {name, f"..._{suffix}.json"} & expanded:
             unnamed.append(name)
     assert not unnamed, f"results of record no document names: {unnamed}"
 
