@@ -39,6 +39,8 @@ DECODE = ((1, 8192, 4), (16, 131072, 4))
 PREFILL = ((1, 0, 8192, 1), (8, 1024, 128, 4))
 # (Hq, Hkv, R, context, Q) of the attention rows (issue 21): judged like index_decode_scores
 ATTENTION = ((32, 2, 32, 32768, 1), (64, 4, 1, 32768, 1))
+# (Hq, Hkv, prefix, chunk) of the prefill attention rows (issue 21): judged like the decode one
+ATTENTION_PREFILL = ((32, 2, 8192, 2048), (16, 1, 1024, 128))
 ROUTER = ((6144, 128, 1, "bf16"), (3072, 256, 8, "bf16"))
 SLEEP_CYCLES = 400_000_000  # ~0.2 s of GPU time: far longer than 100 timed calls
 
@@ -130,6 +132,20 @@ def attention_rows(generated, row):
             (f"sparse_decode_step {name}", step, (parts, 0.0))]
 
 
+def attention_prefill_rows(generated, row):
+    """The prefill attention entry on one bench_attn prefill row (one request)."""
+    import torch
+
+    import bench_attn
+
+    case = bench_attn.make_prefill_case(row, "cuda")
+    out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
+    Hq, Hkv, prefix, chunk = row
+    return [(f"sparse_attn_prefill {Hq}/{Hkv} 1 × ({prefix}+{chunk})",
+             lambda: generated.sparse_attn_prefill(**case, output=out),
+             targets.HOST_US["index_decode_scores"])]
+
+
 def router_rows(generated, K, N, M, dt):
     """The router entries beside `F.linear(x.float(), w)` (issue 13's target)."""
     import torch
@@ -159,6 +175,8 @@ def groups(generated):
         yield lambda row=row: prefill_fns(generated, row)
     for row in ATTENTION:
         yield lambda row=row: attention_rows(generated, row)
+    for row in ATTENTION_PREFILL:
+        yield lambda row=row: attention_prefill_rows(generated, row)
     for K, N, M, dt in ROUTER:
         yield lambda K=K, N=N, M=M, dt=dt: router_rows(generated, K, N, M, dt)
 
