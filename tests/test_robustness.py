@@ -310,6 +310,11 @@ def test_scalar_ranges_named():
     for name in ("init_blocks", "local_blocks"):
         for bad in (1 << 63, (1 << 64) + 5):
             assert_named(ValueError, name, generated.index_decode, **{**base, name: bad})
+    # an int Python will not print (over 4300 digits) is still refused by name
+    for name in ("topk", "init_blocks", "local_blocks", "max_seq_len", "decode_query_len",
+                 "max_decode_query_len", "num_kv_heads"):
+        for bad in (10 ** 5000, -10 ** 5000):
+            assert_named(ValueError, name, generated.index_decode, **{**base, name: bad})
     assert_named(ValueError, "init_blocks", generated.index_decode_scores,
                  **{k: base[k] for k in ("idx_q", "index_kv_cache", "block_table", "seq_lens",
                                          "max_seq_len", "local_blocks", "decode_query_len",

@@ -7,6 +7,7 @@ on small shapes; the GPU at MiniMax-M3 sizes (marked gpu).
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 
@@ -2740,6 +2741,34 @@ def _step_args(seed, lens=(700,), topk=2, W=6, Hkv=1, G=4, kv_dtype=torch.bfloat
     q = torch.randn((R, Hkv * G, D), generator=g).bfloat16().to(DEVICE)
     return [idx_q, idx_cache, idx_table, q, kv, table, seq_lens, W * BLOCK, topk, 0, 1, Hkv, 1,
             1, D ** -0.5, torch.zeros_like(q)]
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_scalars_too_long_to_print_are_refused_by_name(sign):
+    """An int of more than 4300 digits (which Python will not print) given as any scalar of
+    the three entries is a ValueError or TypeError whose message starts with that argument's
+    name (the message shows the int by its size)."""
+    huge = sign * 10 ** 5000
+    case, _ = decode_case([300], seed=3)
+    out = torch.zeros_like(case["q"])
+    (q, kv, ids, table, cu, lens, pre), max_q, _ = _small_prefill(3)
+    prefill = dict(q=q, kv=kv, topk_idx=ids, block_table=table, cu_seqlens_q=cu, seq_lens=lens,
+                   prefix_lens=pre, max_query_len=max_q, num_kv_heads=1, sm_scale=0.125,
+                   output=torch.zeros_like(q))
+    step = dict(zip(inspect.signature(generated.sparse_decode_step).parameters, _step_args(3)))
+    calls = [(generated.sparse_attn_decode, dict(case, output=out),
+              ("num_kv_heads", "sm_scale", "decode_query_len")),
+             (generated.sparse_attn_prefill, prefill,
+              ("max_query_len", "num_kv_heads", "sm_scale")),
+             (generated.sparse_decode_step, step,
+              ("max_seq_len", "topk", "init_blocks", "local_blocks", "num_kv_heads",
+               "decode_query_len", "max_decode_query_len", "sm_scale"))]
+    for entry, kwargs, names in calls:
+        for name in names:
+            with pytest.raises((ValueError, TypeError)) as info:
+                entry(**{**kwargs, name: huge})
+            assert str(info.value).startswith(f"{name}: "), (entry.__name__, str(info.value))
+            assert "int of 16610 bits" in str(info.value), str(info.value)
 
 
 def test_every_scalar_of_a_decode_step_keys_its_plan():
