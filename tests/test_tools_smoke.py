@@ -369,10 +369,22 @@ def bench_kv(text):
     return dtype, mode or "none"
 
 
-@pytest.mark.parametrize("tool", ["profile_kernels.py", "hostcost.py", "sm90_code.py"])
-def test_device_tools_parse_their_command_line(tool):
-    run = _run([os.path.join("tools", tool), "--help"], timeout=120)
-    assert run.returncode == 0 and "usage:" in run.stdout, run.stderr[-2000:]
+TOOLS = sorted(name for name in os.listdir(os.path.join(ROOT, "tools")) if name.endswith(".py")
+               and '__name__ == "__main__"' in open(os.path.join(ROOT, "tools", name)).read())
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_every_tool_prints_its_usage_and_makes_nothing(tool, tmp_path):
+    """`tools/X.py --help` exits 0 with its usage (argparse's, or the study's docstring naming
+    the tool) before any device setup, and writes nothing (a study once made a folder named
+    `--help` and went on to look for a GPU)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "tools", tool), "--help"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "usage:" in run.stdout or f"tools/{tool}" in run.stdout, run.stdout[:500]
+    assert not list(tmp_path.iterdir())
 
 
 def test_hostcost_times_a_group_in_turns_and_judges_a_row_in_its_best_pass(monkeypatch):

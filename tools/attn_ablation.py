@@ -96,13 +96,12 @@ import statistics
 import sys
 import tempfile
 
-if __name__ == "__main__" and (len(sys.argv) < 2 or sys.argv[1].startswith("-")):
-    print(__doc__)  # (before the imports below, which set up a device)
-    sys.exit(0 if {"-h", "--help"} & set(sys.argv[1:]) else 2)
-
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 import common  # noqa: E402
+
+if __name__ == "__main__":
+    common.usage_unless_out_dir(__doc__)  # (before the setup below)
 
 SMOKE = "--smoke" in sys.argv
 common.setup(SMOKE)

@@ -17,6 +17,7 @@ checks that the two agree.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -125,7 +126,15 @@ def table(paths) -> str:
     return "\n".join(lines)
 
 
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="bench_attn.json files (or docs/results ones)")
+    parser.add_argument("--before", nargs="+", metavar="RUN",
+                        help="the same rows at other tables, timed between the runs' passes")
+    args = parser.parse_args(argv)
+    print(table(args.runs + (["--before", *args.before] if args.before else [])))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    print(table(sys.argv[1:]))
+    main()

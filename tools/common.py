@@ -48,6 +48,15 @@ if FLUSH_MODE not in FLUSH_MODES:
 # process setup
 
 
+def usage_unless_out_dir(doc: str) -> None:
+    """For the studies run as `tool.py OUTDIR [options]`: with no arguments, or a first argument
+    that is an option (`--help`), print the tool's docstring and exit (0 for -h/--help, 2
+    otherwise) before anything sets up a device or makes a folder named after the option."""
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        print(doc)
+        sys.exit(0 if {"-h", "--help"} & set(sys.argv[1:]) else 2)
+
+
 def setup(smoke: bool) -> None:
     """Put the repository on sys.path; for smoke runs switch Triton's interpreter on (before
     triton is imported; `import generated` then applies its interpreter fixes)."""

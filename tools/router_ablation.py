@@ -30,6 +30,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tools")]
 import common  # noqa: E402
 
+if __name__ == "__main__":
+    common.usage_unless_out_dir(__doc__)  # (before the setup below)
 SMOKE = "--smoke" in sys.argv
 common.setup(SMOKE)
 import torch  # noqa: E402

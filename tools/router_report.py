@@ -9,6 +9,7 @@ checks that the two agree.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -103,7 +104,12 @@ def in_a_row(paths) -> list:
     return out
 
 
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="bench.json files (or docs/results ones)")
+    print(table(parser.parse_args(argv).runs))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    print(table(sys.argv[1:]))
+    main()
