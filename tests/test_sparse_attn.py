@@ -2299,8 +2299,8 @@ def test_sm_scale_is_validated_whatever_the_plan_cache_holds():
     case, _ = decode_case([200, 10], Q=1, Hkv=1, G=4, seed=32)
     out = torch.zeros(case["q"].shape, dtype=torch.bfloat16, device=DEVICE)
     generated.sparse_attn_decode(**dict(case, sm_scale=0.125), output=out)
-    for bad in ("0.125", np.float32(0.125), torch.tensor([0.125])):
-        with pytest.raises(TypeError, match="^sm_scale: "):
+    for bad in ("0.125", np.float32(0.125), np.int64(1), torch.tensor([0.125])):
+        with pytest.raises(TypeError, match="^sm_scale: must be a Python int or float"):
             generated.sparse_attn_decode(**dict(case, sm_scale=bad), output=out)
     with pytest.raises(ValueError, match="^sm_scale: "):
         generated.sparse_attn_decode(**dict(case, sm_scale=10 ** 400), output=out)
