@@ -245,7 +245,7 @@ def test_decode_rejects_non_tensors_and_non_ints_by_name():
                 generated.index_decode(**{**base, name: bad})
             assert str(info.value).startswith(name + ":"), (name, bad, str(info.value))
             assert info.type is TypeError, (name, bad, info.value)
-    assert_named(ValueError, "hardware", generated.index_decode, **base, hardware=["sm_90"])
+    assert_named(TypeError, "hardware", generated.index_decode, **base, hardware=["sm_90"])
 
 
 def test_explain_index_decode_rejects_non_ints_by_name():
@@ -533,7 +533,7 @@ def test_router_storage_offset_and_types():
             continue
         assert_named(TypeError, "num_tokens", generated.explain_router_gemm, hidden_size=K,
                      num_experts=N, num_tokens=bad, hardware="generic")
-    assert_named(ValueError, "hardware", generated.router_gemm, hidden_states=x,
+    assert_named(TypeError, "hardware", generated.router_gemm, hidden_states=x,
                  router_weight=w, hardware=["sm_90"])  # unhashable: no plan key, still named
     for fn in (generated.router_logits, generated.explain_router_logits):
         for bad in NOT_TENSORS:  # neither the kernel nor the F.linear fallback takes them
