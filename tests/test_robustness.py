@@ -1253,3 +1253,57 @@ def test_the_prefill_selector_refuses_more_heads_than_its_grid_holds():
     pre = torch.tensor([0], dtype=torch.int32, device=DEVICE)
     with pytest.raises(ValueError, match="^score: at most 65535 heads"):
         generated.index_prefill_topk(score, cu, pre, 1, 4, 0, 1)
+
+
+@pytest.mark.filterwarnings("ignore:All-NaN slice encountered")  # (the interpreter's max)
+def test_a_nan_query_scores_nan_at_whole_blocks_and_minus_inf_at_partial_ones():
+    """docs/KERNELS.md §4: the block maximum skips NaN products and counts masked keys as −inf,
+    so a row whose query holds a NaN scores NaN at each block it sees whole and −inf at the
+    block it sees in part, in the decode and the prefill scorers alike; its ids are then the
+    whole blocks, lowest first, then the partial one."""
+    from test_index_prefill import make_inputs
+
+    inputs, _, _ = make_decode_inputs(1, 1, [300], seed=1, attention_table=True)
+    inputs["idx_q"][0, 0, 0] = float("nan")
+    scores = generated.index_decode_scores(
+        **{k: inputs[k] for k in ("idx_q", "index_kv_cache", "block_table", "seq_lens",
+                                  "max_seq_len")},
+        init_blocks=0, local_blocks=0, decode_query_len=1, max_decode_query_len=1)
+    assert scores[0, 0, :2].isnan().all() and scores[0, 0, 2].item() == float("-inf")
+
+    inp = make_inputs([250], [20], H=1, seed=3)  # row 16 sits at 266: blocks 0, 1 whole, 2 part
+    inp["idx_q"][16, 0, 0] = float("nan")
+    scores = generated.index_prefill_score(**inp)
+    assert scores[0, 16, :2].isnan().all() and scores[0, 16, 2].item() == float("-inf")
+    ids = generated.index_prefill(**inp, topk=3, init_blocks=0, local_blocks=0)
+    assert ids[0, 16].tolist() == [0, 1, 2]
+
+
+def test_hardware_is_named_even_where_nothing_launches():
+    """An unknown or non-string ``hardware`` is refused by name (ValueError / TypeError) by
+    every entry, also on calls with nothing to launch (no rows, no tokens, capacity 0)."""
+    from test_index_prefill import make_inputs
+
+    decode = _decode_case(1, 0, False)
+    empty_decode = dict(decode, idx_q=decode["idx_q"][:0], seq_lens=decode["seq_lens"][:0],
+                        block_table=decode["block_table"][:0], out=None,
+                        completion_counter=None)
+    prefill = make_inputs([250], [0], H=1, seed=3)  # no query tokens
+    K, N = ROUTER_SHAPE
+    x, w = torch.zeros((0, K), device=DEVICE), torch.zeros((N, K), device=DEVICE)
+    calls = [
+        lambda hw: generated.index_decode(**empty_decode, hardware=hw),
+        lambda hw: generated.index_prefill_score(**prefill, hardware=hw),
+        lambda hw: generated.index_prefill(**prefill, topk=3, init_blocks=0, local_blocks=0,
+                                           hardware=hw),
+        lambda hw: generated.index_prefill_topk(
+            torch.zeros((1, 0, 3), device=DEVICE), prefill["cu_seqlens_q"],
+            prefill["prefix_lens"], 0, 3, 0, 0, hardware=hw),
+        lambda hw: generated.router_gemm(x, w, hardware=hw),
+    ]
+    for call in calls:
+        call(None)  # accepted without a target
+        for bad, exc in (("bogus", ValueError), (5, TypeError)):
+            with pytest.raises(exc) as info:
+                call(bad)
+            assert str(info.value).startswith("hardware: "), str(info.value)
