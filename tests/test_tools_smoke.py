@@ -105,6 +105,45 @@ def test_bench_attn_smoke_checks_every_row(tmp_path):
         for name in ("table", "per-token", "tiled", "tiled sorted"))
 
 
+def test_bench_attn_times_a_peer_beside_ours_on_its_cache(tmp_path):
+    """`--peer FILE:FUNCTION:packed`: the peer (here the float64 reference over a packed
+    [pages, Hkv, 128, 2·D] cache) gets sparse_attn_decode's arguments with the cache packed and
+    the scales by name, is checked like ours and timed in the same rounds; ours runs on that
+    cache too (checked, its bits those of the split cache's), and the report compares with
+    the peer."""
+    run = _run([os.path.join("tools", "bench_attn.py"), "--smoke", "--reps", "2", "--only",
+                "decode", "--contexts", "512", "--kv", "fp8e4m3:per_token", "--peer",
+                "tests/peer_attn.py:attend_packed:packed", "--out", str(tmp_path)])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "bench_attn.json").read_text())
+    assert report["env"]["peer"]["function"] == "attend_packed"
+    assert report["env"]["peer"]["layout"] == "packed"
+    assert len(report["env"]["peer"]["sha256"]) == 64
+    (row,) = report["rows"]
+    assert row["peer_check"]["ok"] and row["peer_check"]["max_abs"] < 1e-2
+    assert row["check_on_peer_cache"]["ok"] and row["same_as_split"]
+    assert row["vs_peer"] == pytest.approx(row["us_on_peer_cache"] / row["peer_us"])
+    assert [v["what"] for v in row["targets"]] == ["≤ the peer beside"]
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import attn_report
+
+    table = attn_report.table([str(tmp_path / "bench_attn.json")])
+    assert "| peer µs (A) | ours / peer (worst) |" in table
+    assert f"| {row['us_on_peer_cache']:.1f} | {round(row['peer_us'], 1)} | " \
+           f"{row['vs_peer']:.2f} |" in table
+
+
+def test_bench_attn_reads_its_peer_option():
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import bench_attn
+
+    assert bench_attn.peer_option("x/p.py:fn") == ("x/p.py", "fn", "split")
+    assert bench_attn.peer_option("p.py:fn:packed") == ("p.py", "fn", "packed")
+    for bad in ("p.py", "p.txt:fn", "p.py:fn:hnd", "p.py:1fn"):
+        with pytest.raises(Exception, match="FILE.py:FUNCTION"):
+            bench_attn.peer_option(bad)
+
+
 def test_step_study_times_each_launch_of_the_attention_and_checks_its_bits(tmp_path):
     run = _run([os.path.join("tools", "step_study.py"), str(tmp_path), "--smoke",
                 "--cap", "2"])

@@ -2,7 +2,9 @@
 tools/bench_attn.py runs (their bench_attn.json), each run's µs, vLLM's, and each target judged
 on the worst run (the largest ratio to vLLM, the smallest share of the copy rate). Runs over
 another cache (`bench_attn.py --kv`) compare with the same row over a bf16 cache timed beside
-them (the worst ratio over the runs) instead of vLLM's bf16 times.
+them (the worst ratio over the runs) instead of vLLM's bf16 times. Runs with a peer timed
+beside ours (`bench_attn.py --peer`) compare with it instead: each run's ratio of ours, on the
+peer's cache, to the peer's time in the same rounds, the worst over the runs.
 
     python3 tools/attn_report.py RUN_A/bench_attn.json RUN_B/bench_attn.json
 
@@ -87,19 +89,25 @@ def table(paths) -> str:
         cut = paths.index("--before")
         return before_after(paths[:cut], paths[cut + 1:])
     runs, kv = _load(paths)
-    plain = kv[0] == "bf16"
-    other = "vLLM" if plain else "bf16 cache"
+    peer = all(run and all("vs_peer" in r for r in run.values()) for run in runs)
+    plain = kv[0] == "bf16" and not peer
+    other = "peer" if peer else "vLLM" if plain else "bf16 cache"
     names = "".join(f" ours µs ({chr(ord('A') + i)}) |" for i in range(len(runs)))
+    if peer:
+        names += " ours on the peer's cache µs (A) |"
     lines = [f"| Hq/Hkv, R, context, Q |{names} {other} µs{'' if plain else ' (A)'} | ours / "
              f"{other} (worst) | share of copy rate (worst) | step µs (A) = indexer + "
              f"attention as two calls |",
-             "|---|" + "---|" * len(runs) + "---|---|---|---|"]
+             "|---|" + "---|" * (len(runs) + peer) + "---|---|---|---|"]
     ahead = shares_ok = shares = 0
     for row in runs[0]:
         got = [run[row] for run in runs if row in run]
         if len(got) != len(runs):
             continue
-        if plain:
+        if peer:
+            vllm = round(got[0]["peer_us"], 1)
+            ratio = max(r["vs_peer"] for r in got)
+        elif plain:
             vllm = got[0]["vllm_us"]
             ratio = max(r["us"] for r in got) / vllm if vllm else None
         else:
@@ -117,6 +125,7 @@ def table(paths) -> str:
         step = "–" if not step else (f"{step['step']:.1f} ({step['indexer']:.1f} + "
                                      f"{step['attention']:.1f})")
         lines.append(f"| {_label(row)} |" + "".join(f" {r['us']:.1f} |" for r in got)
+                     + (f" {got[0]['us_on_peer_cache']:.1f} |" if peer else "")
                      + f" {vllm or '–'} | {'–' if ratio is None else f'{ratio:.2f}'} | "
                        f"{share} | {step} |")
     lines.append("")

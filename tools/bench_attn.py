@@ -24,7 +24,13 @@ key: q·k and p·v). ``--kv DTYPE[:SCALES]``: the cache in another dtype (fp8e4m
 no scales, a scalar or per-token ones (random in [0.5, 1.5)), or fp16 (q and cache: the
 rows a bf16 q's tables serve it with); the floor and the plain read
 then count its bytes, vLLM's (bf16) times are not compared, and the same row with a bf16
-cache is timed beside ours, decode and prefill (the ratio printed). Writes DIR/bench_attn.json after every row.
+cache is timed beside ours, decode and prefill (the ratio printed). ``--peer
+FILE:FUNCTION[:packed]``: another implementation taking sparse_attn_decode's positional
+arguments (vLLM's kernels from a local copy, say; the file's folder comes first on sys.path)
+runs each decode row too, its output checked the same way, and is timed in the same rounds;
+``:packed`` hands it the cache as [pages, Hkv, 128, 2·D] (K then V along the last dim) and
+times ours on that cache too, so that the two compare on the same tensors. Writes
+DIR/bench_attn.json after every row.
 """
 from __future__ import annotations
 
@@ -70,7 +76,63 @@ def parse_args(argv=None):
     p.add_argument("--kv", default="bf16", type=kv_option,
                    help="cache dtype and scale mode, e.g. fp8e4m3 or fp8e5m2:per_token; "
                         "fp16: q and cache")
+    p.add_argument("--peer", type=peer_option, default=None, metavar="FILE:FUNCTION[:packed]",
+                   help="another implementation of sparse_attn_decode's positional arguments, "
+                        "timed beside ours on each decode row (':packed': the cache as "
+                        "[pages, Hkv, 128, 2·D] for both)")
     return p.parse_args(argv)
+
+
+PEER_LAYOUTS = ("split", "packed")
+
+
+def peer_option(text):
+    """'peer.py:fn:packed' -> ("peer.py", "fn", "packed"); the layout defaults to split (the
+    bench's [pages, 2, 128, Hkv, D])."""
+    path, _, rest = text.partition(":")
+    function, _, layout = rest.partition(":")
+    layout = layout or "split"
+    if not path.endswith(".py") or not function.isidentifier() or layout not in PEER_LAYOUTS:
+        raise argparse.ArgumentTypeError(f"{text!r}: give FILE.py:FUNCTION or "
+                                         f"FILE.py:FUNCTION:packed")
+    return path, function, layout
+
+
+def load_peer(path, function):
+    """(the function ``function`` of the Python file ``path``, what the report records of it:
+    file name, function, sha256 of the file). The file's folder goes first on sys.path, so
+    that modules beside it (stand-ins for its package's imports) resolve."""
+    import hashlib
+    import importlib.util
+
+    if not os.path.isfile(path):
+        raise SystemExit(f"bench_attn: --peer: no file {path}")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    spec = importlib.util.spec_from_file_location("bench_attn_peer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        raise SystemExit(f"bench_attn: --peer: {path} has no function {function}")
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return fn, {"file": os.path.basename(path), "function": function, "sha256": digest}
+
+
+def packed(kv):
+    """The cache [pages, 2, 128, Hkv, D] as [pages, Hkv, 128, 2·D], K then V along the last
+    dim: the same values."""
+    pages, _, n, hkv, d = kv.shape
+    return kv.permute(0, 3, 2, 1, 4).contiguous().view(pages, hkv, n, 2 * d)
+
+
+def decode_call(fn, case, output):
+    """A zero-argument call of ``fn`` on ``case`` in sparse_attn_decode's positional order
+    (vLLM's too), the scales by name where the case has them."""
+    args = (case["q"], case["kv"], case["topk_idx"], case["block_table"], case["seq_lens"],
+            case["num_kv_heads"], case["sm_scale"], output, case["decode_query_len"])
+    scales = {k: case[k] for k in ("k_scale", "v_scale") if case.get(k) is not None}
+    return lambda: fn(*args, **scales)
 
 
 KV_DTYPES = ("bf16", "fp16", "fp8e4m3", "fp8e5m2")
@@ -347,6 +409,10 @@ def main(argv=None):
         r for r in rows if (args.requests is None or r[2] in args.requests)
         and (args.contexts is None or r[3] in args.contexts)]
     env, results, prefill = dict(common.env_info(args.smoke), kv=list(args.kv)), [], []
+    peer = None
+    if args.peer is not None and rows:
+        peer, env["peer"] = load_peer(*args.peer[:2])
+        env["peer"]["layout"] = args.peer[2]
     for row in rows:
         Hq, Hkv, R, ctx, Q = row
         d = 64 if args.smoke else D
@@ -374,6 +440,26 @@ def main(argv=None):
         beside = {"ours": ours}
         if bf16_case is not None:  # the same row over a bf16 cache
             beside["bf16"] = lambda: generated.sparse_attn_decode(**bf16_case, output=out)
+        peer_res = {}
+        if peer is not None:
+            peer_out = torch.full_like(out, float("nan"))
+            peer_case = case
+            if args.peer[2] == "packed":
+                peer_case = dict(case, kv=packed(case["kv"]))
+                ours_packed = torch.full_like(out, float("nan"))
+                beside["ours on the peer's cache"] = decode_call(
+                    generated.sparse_attn_decode, peer_case, ours_packed)
+                beside["ours on the peer's cache"]()
+                peer_res["check_on_peer_cache"] = check(generated, case, ours_packed)
+                peer_res["same_as_split"] = bool(torch.equal(ours_packed, out))
+            beside["peer"] = decode_call(peer, peer_case, peer_out)
+            try:
+                beside["peer"]()
+                peer_res["peer_check"] = check(generated, case, peer_out)
+            except Exception as e:  # noqa: BLE001 - ours still counts
+                common.say(f"  {label}: peer ERROR {type(e).__name__}: {str(e)[:300]}")
+                peer_res["peer_error"] = f"{type(e).__name__}: {e}"
+                del beside["peer"]
         # the same bytes read by a plain streaming kernel, timed in the same rotating rounds as
         # ours: at small sizes its launch and memory latency are most of the time, which no
         # kernel can avoid
@@ -382,6 +468,11 @@ def main(argv=None):
                                      smoke=args.smoke, reps=args.reps, beside=beside)
             read, us = got["median_us"], got["beside"]["ours"]["median_us"]
             bf16_us = got["beside"]["bf16"]["median_us"] if "bf16" in beside else None
+            if "peer" in beside:
+                peer_res["peer_us"] = got["beside"]["peer"]["median_us"]
+                peer_res["us_on_peer_cache"] = got["beside"].get(
+                    "ours on the peer's cache", got["beside"]["ours"])["median_us"]
+                peer_res["vs_peer"] = peer_res["us_on_peer_cache"] / peer_res["peer_us"]
         except Exception as e:  # noqa: BLE001 - (out of memory beside the cache): the floor
             common.say(f"  {label}: no plain-read time ({type(e).__name__}: {str(e)[:200]})")
             read, bf16_us = 0.0, None
@@ -397,10 +488,14 @@ def main(argv=None):
         res = {"row": list(row), "us": us, "floor_us": floor, "share_of_floor": floor / us,
                "read_us": read, "share_of_read": best / us,
                "vllm_us": vllm, "vs_vllm": us / vllm if vllm else None, "check": verdict,
-               "bf16_us": bf16_us}
+               "bf16_us": bf16_us, **peer_res}
         judged = []
         if vllm:
             judged.append(targets.verdict(targets.ISSUE21, "≤ vLLM", us, targets.LE, vllm, "µs"))
+        if "vs_peer" in peer_res and peer_res["peer_check"]["ok"]:
+            judged.append(targets.verdict(targets.ISSUE21, "≤ the peer beside",
+                                          peer_res["us_on_peer_cache"], targets.LE,
+                                          peer_res["peer_us"], "µs"))
         if T >= targets.ATTN_MIN_ROWS:
             judged.append(targets.verdict(targets.ISSUE21, "share of the copy rate", best / us,
                                           targets.GE, targets.ATTN_FLOOR_SHARE, "×"))
@@ -416,6 +511,12 @@ def main(argv=None):
                    f"vLLM {vllm if vllm else '-':>6}  "
                    + ("" if bf16_us is None else f"bf16 {common.fmt_us(bf16_us)} µs "
                       f"({us / bf16_us:.2f}×)  ")
+                   + ("" if "vs_peer" not in peer_res else
+                      f"peer {common.fmt_us(peer_res['peer_us'])} µs (ours on its cache "
+                      f"{common.fmt_us(peer_res['us_on_peer_cache'])}, "
+                      f"{peer_res['vs_peer']:.2f}×"
+                      f"{'' if peer_res['peer_check']['ok'] else ', PEER CHECK FAILED'}"
+                      f"{'' if peer_res.get('same_as_split', True) else ', other bits'})  ")
                    + " ".join("PASS" if v["pass"] else "FAIL" for v in judged)
                    + f"  check {'ok' if verdict['ok'] else verdict}"
                    + ("" if step is None else
@@ -427,7 +528,8 @@ def main(argv=None):
         results.append(res)
         common.write_json(os.path.join(args.out, "bench_attn.json"),
                           {"env": env, "rows": results, "prefill": prefill})
-        del case, out, bf16_case
+        del case, out, bf16_case, beside
+        peer_case = peer_out = ours_packed = None
         common.free_memory()
     prefill_rows = [] if args.only == "decode" else (
         SMOKE_PREFILL_ROWS if args.smoke else PREFILL_ROWS[:2] if args.quick else PREFILL_ROWS)
@@ -453,7 +555,8 @@ def main(argv=None):
                           {"env": env, "rows": results, "prefill": prefill})
         common.free_memory()
     failed = [r for r in results if "error" in r or not r["check"]["ok"]
-              or (r["step"] is not None and not r["step"]["step_equals_two_calls"])]
+              or (r["step"] is not None and not r["step"]["step_equals_two_calls"])
+              or not r.get("check_on_peer_cache", {"ok": True})["ok"]]
     failed += [r for r in prefill if "error" in r or not all(
         r[name]["check_ok"] for name in ("table", *PREFILL_LAUNCHES, "bf16 table")
         if name in r)]
