@@ -449,7 +449,13 @@ def main(argv=None):
                 ours_packed = torch.full_like(out, float("nan"))
                 beside["ours on the peer's cache"] = decode_call(
                     generated.sparse_attn_decode, peer_case, ours_packed)
-                beside["ours on the peer's cache"]()
+                try:
+                    beside["ours on the peer's cache"]()
+                except Exception as e:  # noqa: BLE001 - the other rows still count
+                    common.say(f"  {label}: ERROR on the packed cache {type(e).__name__}: "
+                               f"{str(e)[:300]}")
+                    results.append({"row": list(row), "error": f"{type(e).__name__}: {e}"})
+                    continue
                 peer_res["check_on_peer_cache"] = check(generated, case, ours_packed)
                 peer_res["same_as_split"] = bool(torch.equal(ours_packed, out))
             beside["peer"] = decode_call(peer, peer_case, peer_out)
