@@ -426,6 +426,34 @@ def test_every_tool_prints_its_usage_and_makes_nothing(tool, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_hostcost_peer_rows_time_the_peer_and_judge_ours_on_its_cache(monkeypatch):
+    """`hostcost.py --peer`: each attention group gains the peer's call and ours on the peer's
+    (packed) cache, that one judged against the peer's median; both calls run and write their
+    outputs (CPU interpreter, a tiny row)."""
+    import importlib
+
+    import generated
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "tools"))
+    hostcost = importlib.import_module("hostcost")
+    bench_attn = importlib.import_module("bench_attn")
+    peer_path = os.path.join(ROOT, "tests", "peer_attn.py")
+    fn, _ = bench_attn.load_peer(peer_path, "attend_packed")
+    monkeypatch.setattr(hostcost, "PEER", (fn, (peer_path, "attend_packed", "packed")))
+    rows = hostcost.attention_rows(generated, (16, 1, 2, 1024, 1), "cpu", 64, 4)
+    by_name = {name: (call, target) for name, call, target in rows}
+    peer_name = "peer attend_packed 16/1 R2 1k Q1"
+    ours_name = "sparse_attn_decode 16/1 R2 1k Q1 on the peer's cache"
+    assert list(by_name)[-2:] == [peer_name, ours_name]
+    assert by_name[peer_name][1] is None and by_name[ours_name][1] == ((peer_name,), 0.0)
+    for name in (peer_name, ours_name):
+        by_name[name][0]()  # (runs: the packed cache is what each takes)
+    with pytest.raises(SystemExit, match="one at a time"):
+        hostcost.main(["--peer", "p.py:f", "--against", "x"])
+    with pytest.raises(SystemExit, match="FILE.py:FUNCTION"):
+        hostcost.main(["--peer", "p.txt"])
+
+
 def test_hostcost_times_a_group_in_turns_and_judges_a_row_in_its_best_pass(monkeypatch):
     """tools/hostcost.py's bookkeeping (the GPU timing faked: a call's µs is its value): a
     group's rows are timed together; a target naming rows of its group is their sum plus the

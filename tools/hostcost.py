@@ -3,6 +3,7 @@
 
     python3 tools/hostcost.py [--out DIR] [--calls 300] [--passes 2]
     python3 tools/hostcost.py --against OLD [--calls 1000]   # OLD/generated: another package
+    python3 tools/hostcost.py --peer FILE:FUNCTION[:packed]   # another decode attention too
 
 Method: the GPU is first given a long `torch.cuda._sleep`, so launches never wait for a full
 queue; then each call is timed with a host clock (median of --calls, ≥ 300). That is
@@ -16,6 +17,10 @@ its target sums their medians of the pass that gave its own lowest. Beside our e
 `F.linear(x.float(), w)` on the same router shapes and an empty Triton kernel launched through
 the JIT. Prints a table with the targets and writes DIR/hostcost.json (about a minute a pass
 with the kernels compiled).
+
+`--peer` (as `tools/bench_attn.py --peer`: another implementation of sparse_attn_decode's
+positional arguments, e.g. vLLM's from a local copy) adds to each attention group the peer's
+call and ours on the peer's cache, judged against it.
 
 Host time moves by several µs between hosts and between processes on one host: to compare two
 packages, `--against OLD` times each row of ours and of OLD/generated (e.g. `mkdir OLD && git
@@ -43,6 +48,7 @@ ATTENTION = ((32, 2, 32, 32768, 1), (64, 4, 1, 32768, 1))
 ATTENTION_PREFILL = ((32, 2, 8192, 2048), (16, 1, 1024, 128))
 ROUTER = ((6144, 128, 1, "bf16"), (3072, 256, 8, "bf16"))
 SLEEP_CYCLES = 400_000_000  # ~0.2 s of GPU time: far longer than 100 timed calls
+PEER = None  # (function, (file, function, layout)) from --peer
 
 
 def host_us_turns(fns, calls: int) -> list[float]:
@@ -113,23 +119,34 @@ def decode_rows(generated, R, ctx, Q):
             (f"index_decode_scores {name}", scores, targets.HOST_US["index_decode_scores"])]
 
 
-def attention_rows(generated, row):
-    """The attention entry and the decode step, judged against the two calls it replaces."""
+def attention_rows(generated, row, device="cuda", d=None, topk=None):
+    """The attention entry and the decode step, judged against the two calls it replaces (and
+    with --peer the peer's call, and ours on its cache judged against it)."""
     import torch
 
     import bench_attn
 
-    case = bench_attn.make_case(row, "cuda")
-    out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device="cuda")
+    case = bench_attn.make_case(row, device, d or bench_attn.D, topk or bench_attn.TOPK)
+    out = torch.empty(case["q"].shape, dtype=torch.bfloat16, device=device)
     Hq, Hkv, R, ctx, Q = row
     name = f"{Hq}/{Hkv} R{R} {ctx // 1024}k Q{Q}"
-    indexer, attention, step, _ = bench_attn.step_calls(generated, case, row, "cuda")
+    indexer, attention, step, _ = bench_attn.step_calls(generated, case, row, device)
     parts = (f"index_decode of the step {name}", f"sparse_attn_decode of the step {name}")
-    return [(f"sparse_attn_decode {name}",
+    rows = [(f"sparse_attn_decode {name}",
              lambda: generated.sparse_attn_decode(**case, output=out),
              targets.HOST_US["index_decode_scores"]),
             (parts[0], indexer, None), (parts[1], attention, None),
             (f"sparse_decode_step {name}", step, (parts, 0.0))]
+    if PEER is not None:
+        peer, (_, function, layout) = PEER
+        peer_case = dict(case, kv=bench_attn.packed(case["kv"])) if layout == "packed" else case
+        peer_name = f"peer {function} {name}"
+        rows += [(peer_name, bench_attn.decode_call(peer, peer_case, torch.empty_like(out)),
+                  None),
+                 (f"sparse_attn_decode {name} on the peer's cache",
+                  bench_attn.decode_call(generated.sparse_attn_decode, peer_case,
+                                         torch.empty_like(out)), ((peer_name,), 0.0))]
+    return rows
 
 
 def attention_prefill_rows(generated, row):
@@ -280,8 +297,26 @@ def main(argv=None) -> int:
     p.add_argument("--against", metavar="DIR", default=None,
                    help="a folder holding another generated/ package: time each row of both, "
                         "call by call in turns (host time moves between processes)")
+    p.add_argument("--peer", metavar="FILE:FUNCTION[:packed]", default=None,
+                   help="another implementation of sparse_attn_decode's positional arguments, "
+                        "timed beside ours in the attention groups (as bench_attn.py --peer)")
     args = p.parse_args(argv)
+    if args.peer is not None and args.against:
+        raise SystemExit("hostcost: --peer and --against: one at a time")
+    if args.peer is not None:
+        import bench_attn
+
+        try:
+            where = bench_attn.peer_option(args.peer)
+        except argparse.ArgumentTypeError as e:
+            raise SystemExit(f"hostcost: --peer: {e}")
     common.setup(smoke=False)
+    peer_info = None
+    if args.peer is not None:
+        fn, peer_info = bench_attn.load_peer(*where[:2])
+        peer_info["layout"] = where[2]
+        global PEER
+        PEER = (fn, where)
 
     header = f"entry (eager, host µs per call, median of {args.calls})"
     if args.against:
@@ -307,6 +342,8 @@ def main(argv=None) -> int:
         import generated
 
         packages = {"manifest": manifest_hash(generated)}
+        if peer_info is not None:
+            packages["peer"] = peer_info
         if args.against:
             packages.update(against=args.against,
                             against_manifest=manifest_hash(sys.modules["generated_against"]))
