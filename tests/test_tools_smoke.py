@@ -133,6 +133,28 @@ def test_bench_attn_times_a_peer_beside_ours_on_its_cache(tmp_path):
            f"{row['vs_peer']:.2f} |" in table
 
 
+def test_bench_attn_times_a_prefill_peer_beside_the_table(tmp_path):
+    """`--peer-prefill FILE:FUNCTION:packed` on the prefill rows: the peer (the float64
+    reference over the packed cache) and ours on that cache run beside the table's launch,
+    each checked; a peer that raises is recorded and ours still counts."""
+    run = _run([os.path.join("tools", "bench_attn.py"), "--smoke", "--reps", "2", "--only",
+                "prefill", "--peer-prefill", "tests/peer_attn.py:attend_prefill_packed:packed",
+                "--out", str(tmp_path)])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "bench_attn.json").read_text())
+    assert report["env"]["peer_prefill"]["function"] == "attend_prefill_packed"
+    (row,) = report["prefill"]
+    for name in ("table", "peer", "table on the peer's cache"):
+        assert row[name]["check_ok"] and row[name]["us"] > 0, name
+    assert "peer" in run.stdout and "ours on its cache" in run.stdout
+    run = _run([os.path.join("tools", "bench_attn.py"), "--smoke", "--reps", "2", "--only",
+                "prefill", "--peer-prefill", "tests/peer_attn.py:attend_packed",
+                "--out", str(tmp_path)])  # (a peer that raises: the decode one, unpacked)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (row,) = json.loads((tmp_path / "bench_attn.json").read_text())["prefill"]
+    assert "Error" in row["peer"]["error"] and row["table"]["check_ok"]
+
+
 def test_bench_attn_reads_its_peer_option():
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import bench_attn

@@ -29,7 +29,9 @@ FILE:FUNCTION[:packed]``: another implementation taking sparse_attn_decode's pos
 arguments (vLLM's kernels from a local copy, say; the file's folder comes first on sys.path)
 runs each decode row too, its output checked the same way, and is timed in the same rounds;
 ``:packed`` hands it the cache as [pages, Hkv, 128, 2·D] (K then V along the last dim) and
-times ours on that cache too, so that the two compare on the same tensors. Writes
+times ours on that cache too, so that the two compare on the same tensors.
+``--peer-prefill FILE:FUNCTION[:packed]`` does the same on the prefill rows with
+sparse_attn_prefill's positional arguments (ours: the table's launch). Writes
 DIR/bench_attn.json after every row.
 """
 from __future__ import annotations
@@ -80,10 +82,14 @@ def parse_args(argv=None):
                    help="another implementation of sparse_attn_decode's positional arguments, "
                         "timed beside ours on each decode row (':packed': the cache as "
                         "[pages, Hkv, 128, 2·D] for both)")
+    p.add_argument("--peer-prefill", type=peer_option, default=None,
+                   metavar="FILE:FUNCTION[:packed]",
+                   help="the same for sparse_attn_prefill's arguments on the prefill rows")
     return p.parse_args(argv)
 
 
 PEER_LAYOUTS = ("split", "packed")
+PEER_CACHE_TABLE = "table on the peer's cache"  # (a prefill row's entry: ours, packed cache)
 
 
 def peer_option(text):
@@ -131,6 +137,15 @@ def decode_call(fn, case, output):
     (vLLM's too), the scales by name where the case has them."""
     args = (case["q"], case["kv"], case["topk_idx"], case["block_table"], case["seq_lens"],
             case["num_kv_heads"], case["sm_scale"], output, case["decode_query_len"])
+    scales = {k: case[k] for k in ("k_scale", "v_scale") if case.get(k) is not None}
+    return lambda: fn(*args, **scales)
+
+
+def prefill_call(fn, case, output):
+    """`decode_call` for sparse_attn_prefill's positional order (vLLM's too)."""
+    args = (case["q"], case["kv"], case["topk_idx"], case["block_table"], case["cu_seqlens_q"],
+            case["seq_lens"], case["prefix_lens"], case["max_query_len"], case["num_kv_heads"],
+            case["sm_scale"], output)
     scales = {k: case[k] for k in ("k_scale", "v_scale") if case.get(k) is not None}
     return lambda: fn(*args, **scales)
 
@@ -328,7 +343,10 @@ def visible_keys(case, prefix):
     return int(torch.where(ids >= 0, seen, 0).sum())
 
 
-def prefill_row(generated, row, device, smoke, reps, kv=("bf16", "none")):
+def prefill_row(generated, row, device, smoke, reps, kv=("bf16", "none"), peer=None):
+    """The row's launches timed in rotating rounds, each checked against float64 on sampled
+    rows; ``peer``: (function, layout) of `--peer-prefill`, timed beside as "peer" (and with
+    the packed layout ours too, as "table on the peer's cache")."""
     import torch
     from generated import sparse_attention as sa
     from reference_attn import prefill_positions, ref_sparse_attn
@@ -352,11 +370,26 @@ def prefill_row(generated, row, device, smoke, reps, kv=("bf16", "none")):
                                                                        **case, output=out)
     if case is not bf16_case:  # the same row over a bf16 cache (and q), its table's launch
         calls["bf16 table"] = lambda: generated.sparse_attn_prefill(**bf16_case, output=out)
+    if peer is not None:
+        peer_fn, layout = peer
+        peer_case = dict(case, kv=packed(case["kv"])) if layout == "packed" else case
+        if layout == "packed":
+            calls[PEER_CACHE_TABLE] = prefill_call(generated.sparse_attn_prefill, peer_case,
+                                                   out)
+        calls["peer"] = prefill_call(peer_fn, peer_case, out)
     res = {"row": list(row), "flops": flops}
     first = {}
-    for name, fn in calls.items():
+    for name, fn in list(calls.items()):
         out.fill_(float("nan"))
-        first[name] = common.time_op(fn, smoke=True, reps=1)["median_us"]  # smoke: its time
+        try:
+            first[name] = common.time_op(fn, smoke=True, reps=1)["median_us"]  # smoke: its time
+        except Exception as e:  # noqa: BLE001 - a peer that cannot run: ours still counts
+            if name != "peer":
+                raise
+            common.say(f"  prefill {row}: peer ERROR {type(e).__name__}: {str(e)[:300]}")
+            res["peer"] = {"error": f"{type(e).__name__}: {e}"}
+            del calls["peer"]
+            continue
         want = ref if name != "bf16 table" else ref_sparse_attn(
             bf16_case["q"][rows], bf16_case["kv"], bf16_case["topk_idx"][:, rows],
             bf16_case["block_table"], [pos[r] for r in rows], Hkv, bf16_case["sm_scale"])
@@ -409,10 +442,14 @@ def main(argv=None):
         r for r in rows if (args.requests is None or r[2] in args.requests)
         and (args.contexts is None or r[3] in args.contexts)]
     env, results, prefill = dict(common.env_info(args.smoke), kv=list(args.kv)), [], []
-    peer = None
+    peer = prefill_peer = None
     if args.peer is not None and rows:
         peer, env["peer"] = load_peer(*args.peer[:2])
         env["peer"]["layout"] = args.peer[2]
+    if args.peer_prefill is not None and args.only != "decode":
+        fn, env["peer_prefill"] = load_peer(*args.peer_prefill[:2])
+        env["peer_prefill"]["layout"] = args.peer_prefill[2]
+        prefill_peer = (fn, args.peer_prefill[2])
     for row in rows:
         Hq, Hkv, R, ctx, Q = row
         d = 64 if args.smoke else D
@@ -543,7 +580,8 @@ def main(argv=None):
         Hq, Hkv, prefix, chunk = row
         label = f"prefill {Hq}/{Hkv} 1 × ({prefix} + {chunk})"
         try:
-            res = prefill_row(generated, row, device, args.smoke, args.reps, args.kv)
+            res = prefill_row(generated, row, device, args.smoke, args.reps, args.kv,
+                              prefill_peer)
         except Exception as e:  # noqa: BLE001 - the other rows still count
             common.say(f"  {label}: ERROR {type(e).__name__}: {str(e)[:300]}")
             prefill.append({"row": list(row), "error": f"{type(e).__name__}: {e}"})
@@ -552,6 +590,11 @@ def main(argv=None):
             f"{name} {common.fmt_us(res[name]['us'])} µs ({res[name]['tflops']:.0f} TFLOP/s"
             f"{'' if res[name]['check_ok'] else ', CHECK FAILED'})"
             for name in ("table", *PREFILL_LAUNCHES)) + f"  [table: {res['explain']['variant']}]"
+            + ("" if "us" not in res.get("peer", {}) else
+               f"  peer {common.fmt_us(res['peer']['us'])} µs (ours on its cache "
+               f"{common.fmt_us(res.get(PEER_CACHE_TABLE, res['table'])['us'])}, "
+               f"{res.get(PEER_CACHE_TABLE, res['table'])['us'] / res['peer']['us']:.2f}×"
+               f"{'' if res['peer']['check_ok'] else ', PEER CHECK FAILED'})")
             + ("" if "bf16 table" not in res else
                f"  bf16 table {common.fmt_us(res['bf16 table']['us'])} µs "
                f"({res['table']['us'] / res['bf16 table']['us']:.2f}×"
@@ -564,8 +607,8 @@ def main(argv=None):
               or (r["step"] is not None and not r["step"]["step_equals_two_calls"])
               or not r.get("check_on_peer_cache", {"ok": True})["ok"]]
     failed += [r for r in prefill if "error" in r or not all(
-        r[name]["check_ok"] for name in ("table", *PREFILL_LAUNCHES, "bf16 table")
-        if name in r)]
+        r[name]["check_ok"] for name in ("table", *PREFILL_LAUNCHES, "bf16 table",
+                                         PEER_CACHE_TABLE) if name in r)]
     total = len(results) + len(prefill)
     common.say(f"attention: {total - len(failed)}/{total} rows ok")
     return 1 if failed else 0
