@@ -22,3 +22,14 @@ def attend_prefill_packed(q, kv, topk_idx, block_table, cu_seqlens_q, seq_lens, 
                                   max_query_len)
     output.copy_(ref_sparse_attn(q, kv, topk_idx, block_table, positions, num_kv_heads,
                                  sm_scale, k_scale, v_scale))
+
+
+def attend_zeros(q, kv, topk_idx, block_table, seq_lens, num_kv_heads, sm_scale, output,
+                 decode_query_len, k_scale=None, v_scale=None):
+    """A wrong peer: zeros."""
+    output.zero_()
+
+
+def attend_raising(*args, **kwargs):
+    """A peer that cannot run."""
+    raise RuntimeError("no such kernel here")

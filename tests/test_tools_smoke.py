@@ -133,6 +133,33 @@ def test_bench_attn_times_a_peer_beside_ours_on_its_cache(tmp_path):
            f"{row['vs_peer']:.2f} |" in table
 
 
+def test_bench_attn_withholds_the_comparison_with_a_wrong_or_failing_peer(tmp_path):
+    """A peer whose output fails its float64 check is recorded but judged against nothing,
+    and the report shows "–" for it; a peer that raises is left out (``peer_error``) while
+    ours still counts."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import attn_report
+
+    def run(function):
+        out = tmp_path / function
+        got = _run([os.path.join("tools", "bench_attn.py"), "--smoke", "--reps", "2",
+                    "--only", "decode", "--contexts", "512", "--peer",
+                    f"tests/peer_attn.py:{function}", "--out", str(out)])
+        assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
+        return out / "bench_attn.json"
+
+    wrong = run("attend_zeros")
+    (row,) = json.loads(wrong.read_text())["rows"]
+    assert row["check"]["ok"] and not row["peer_check"]["ok"] and "vs_peer" in row
+    assert "us_on_peer_cache" in row and "same_as_split" not in row  # (split: ours as is)
+    assert not any(v["what"] == "≤ the peer beside" for v in row["targets"])
+    table = attn_report.table([str(wrong)])
+    assert "| – | – | – |" in table and "At or below peer on every run: 0 of 1" in table
+    (row,) = json.loads(run("attend_raising").read_text())["rows"]
+    assert row["check"]["ok"] and "no such kernel here" in row["peer_error"]
+    assert "vs_peer" not in row and "peer_us" not in row
+
+
 def test_bench_attn_times_a_prefill_peer_beside_the_table(tmp_path):
     """`--peer-prefill FILE:FUNCTION:packed` on the prefill rows: the peer (the float64
     reference over the packed cache) and ours on that cache run beside the table's launch,
@@ -470,6 +497,10 @@ def test_hostcost_peer_rows_time_the_peer_and_judge_ours_on_its_cache(monkeypatc
     assert by_name[peer_name][1] is None and by_name[ours_name][1] == ((peer_name,), 0.0)
     for name in (peer_name, ours_name):
         by_name[name][0]()  # (runs: the packed cache is what each takes)
+    zeros, _ = bench_attn.load_peer(peer_path, "attend_zeros")
+    monkeypatch.setattr(hostcost, "PEER", (zeros, (peer_path, "attend_zeros", "packed")))
+    with pytest.raises(SystemExit, match="differs from ours"):
+        hostcost.attention_rows(generated, (16, 1, 2, 1024, 1), "cpu", 64, 4)
     with pytest.raises(SystemExit, match="one at a time"):
         hostcost.main(["--peer", "p.py:f", "--against", "x"])
     with pytest.raises(SystemExit, match="FILE.py:FUNCTION"):

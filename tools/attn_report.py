@@ -4,7 +4,8 @@ on the worst run (the largest ratio to vLLM, the smallest share of the copy rate
 another cache (`bench_attn.py --kv`) compare with the same row over a bf16 cache timed beside
 them (the worst ratio over the runs) instead of vLLM's bf16 times. Runs with a peer timed
 beside ours (`bench_attn.py --peer`) compare with it instead: each run's ratio of ours, on the
-peer's cache, to the peer's time in the same rounds, the worst over the runs.
+peer's cache, to the peer's time in the same rounds, the worst over the runs ("–" where a run has none, or
+the peer's or ours's check on its cache failed).
 
     python3 tools/attn_report.py RUN_A/bench_attn.json RUN_B/bench_attn.json
 
@@ -39,17 +40,27 @@ def _share(res):
     return res.get("share_of_read", res["share_of_floor"])
 
 
-def _load(paths):
-    """Each run's rows by (Hq, Hkv, R, context, Q), and the cache they ran over."""
-    runs, kvs = [], set()
+def _load(paths, with_peer=False):
+    """Each run's rows by (Hq, Hkv, R, context, Q), and the cache they ran over (and with
+    ``with_peer`` whether every run timed a peer beside ours)."""
+    runs, kvs, peers = [], set(), []
     for path in paths:
         with open(path) as f:
             data = json.load(f)
         kvs.add(tuple(data["env"].get("kv", ("bf16", "none"))))
+        peers.append("peer" in data["env"])
         runs.append({tuple(r["row"]): r for r in data["rows"] if "us" in r})
     if len(kvs) != 1:
         raise SystemExit(f"attn_report: runs over different caches {sorted(kvs)}")
-    return runs, kvs.pop()
+    return (runs, kvs.pop(), all(peers)) if with_peer else (runs, kvs.pop())
+
+
+def _peer_ratio(got):
+    """The worst ratio of ours (on the peer's cache) to the peer over the runs of a row, or
+    None where a run has no comparison (the peer failed or was left out) or a check failed."""
+    ok = [r for r in got if "vs_peer" in r and r["peer_check"]["ok"]
+          and r.get("check_on_peer_cache", {"ok": True})["ok"]]
+    return max(r["vs_peer"] for r in ok) if len(ok) == len(got) else None
 
 
 def before_after(after_paths, before_paths, moved: float = 0.03) -> str:
@@ -88,8 +99,7 @@ def table(paths) -> str:
     if "--before" in paths:
         cut = paths.index("--before")
         return before_after(paths[:cut], paths[cut + 1:])
-    runs, kv = _load(paths)
-    peer = all(run and all("vs_peer" in r for r in run.values()) for run in runs)
+    runs, kv, peer = _load(paths, with_peer=True)
     plain = kv[0] == "bf16" and not peer
     other = "peer" if peer else "vLLM" if plain else "bf16 cache"
     names = "".join(f" ours µs ({chr(ord('A') + i)}) |" for i in range(len(runs)))
@@ -105,8 +115,8 @@ def table(paths) -> str:
         if len(got) != len(runs):
             continue
         if peer:
-            vllm = round(got[0]["peer_us"], 1)
-            ratio = max(r["vs_peer"] for r in got)
+            ratio = _peer_ratio(got)
+            vllm = round(got[0]["peer_us"], 1) if ratio is not None else None
         elif plain:
             vllm = got[0]["vllm_us"]
             ratio = max(r["us"] for r in got) / vllm if vllm else None
@@ -125,7 +135,8 @@ def table(paths) -> str:
         step = "–" if not step else (f"{step['step']:.1f} ({step['indexer']:.1f} + "
                                      f"{step['attention']:.1f})")
         lines.append(f"| {_label(row)} |" + "".join(f" {r['us']:.1f} |" for r in got)
-                     + (f" {got[0]['us_on_peer_cache']:.1f} |" if peer else "")
+                     + ("" if not peer else " – |" if ratio is None else
+                        f" {got[0]['us_on_peer_cache']:.1f} |")
                      + f" {vllm or '–'} | {'–' if ratio is None else f'{ratio:.2f}'} | "
                        f"{share} | {step} |")
     lines.append("")

@@ -26,10 +26,12 @@ rows a bf16 q's tables serve it with); the floor and the plain read
 then count its bytes, vLLM's (bf16) times are not compared, and the same row with a bf16
 cache is timed beside ours, decode and prefill (the ratio printed). ``--peer
 FILE:FUNCTION[:packed]``: another implementation taking sparse_attn_decode's positional
-arguments (vLLM's kernels from a local copy, say; the file's folder comes first on sys.path)
-runs each decode row too, its output checked the same way, and is timed in the same rounds;
-``:packed`` hands it the cache as [pages, Hkv, 128, 2·D] (K then V along the last dim) and
-times ours on that cache too, so that the two compare on the same tensors.
+arguments (vLLM's kernels from a local copy, say; the file's folder is added to sys.path)
+runs each decode row too, its output checked against float64 as ours (``peer_check``: a
+failed check withholds the comparison), and is timed in the same rounds (a peer that raises
+or cannot be captured in a CUDA graph is left out, with ``peer_error``); ``:packed`` hands it
+the cache as [pages, Hkv, 128, 2·D] (K then V along the last dim) and times ours on that
+cache too, so that the two compare on the same tensors.
 ``--peer-prefill FILE:FUNCTION[:packed]`` does the same on the prefill rows with
 sparse_attn_prefill's positional arguments (ours: the table's launch). Writes
 DIR/bench_attn.json after every row.
@@ -90,6 +92,7 @@ def parse_args(argv=None):
 
 PEER_LAYOUTS = ("split", "packed")
 PEER_CACHE_TABLE = "table on the peer's cache"  # (a prefill row's entry: ours, packed cache)
+PEER_CACHE_OURS = "ours on the peer's cache"  # (a decode row's)
 
 
 def peer_option(text):
@@ -106,14 +109,14 @@ def peer_option(text):
 
 def load_peer(path, function):
     """(the function ``function`` of the Python file ``path``, what the report records of it:
-    file name, function, sha256 of the file). The file's folder goes first on sys.path, so
-    that modules beside it (stand-ins for its package's imports) resolve."""
+    file name, function, sha256 of the file). The file's folder is appended to sys.path, so
+    that modules beside it (stand-ins for its package's imports) resolve, never before ours."""
     import hashlib
     import importlib.util
 
     if not os.path.isfile(path):
         raise SystemExit(f"bench_attn: --peer: no file {path}")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    sys.path.append(os.path.dirname(os.path.abspath(path)))
     spec = importlib.util.spec_from_file_location("bench_attn_peer", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -139,6 +142,72 @@ def decode_call(fn, case, output):
             case["num_kv_heads"], case["sm_scale"], output, case["decode_query_len"])
     scales = {k: case[k] for k in ("k_scale", "v_scale") if case.get(k) is not None}
     return lambda: fn(*args, **scales)
+
+
+def add_peer(generated, peer, layout, case, out, beside, label):
+    """Put the peer's call on ``case`` (and with the packed layout ours on that cache) into
+    ``beside`` after one call of each, checked against float64; return what the row records
+    of them. A peer that raises is left out (``peer_error``); ours raising on the packed
+    cache raises."""
+    import torch
+
+    res, peer_case = {}, case
+    if layout == "packed":
+        peer_case = dict(case, kv=packed(case["kv"]))
+        ours_packed = torch.full_like(out, float("nan"))
+        beside[PEER_CACHE_OURS] = decode_call(generated.sparse_attn_decode, peer_case,
+                                              ours_packed)
+        beside[PEER_CACHE_OURS]()
+        res["check_on_peer_cache"] = check(generated, case, ours_packed)
+        res["same_as_split"] = bool(torch.equal(ours_packed, out))
+    peer_out = torch.full_like(out, float("nan"))
+    beside["peer"] = decode_call(peer, peer_case, peer_out)
+    try:
+        beside["peer"]()
+        res["peer_check"] = check(generated, case, peer_out)
+    except Exception as e:  # noqa: BLE001 - ours still counts
+        common.say(f"  {label}: peer ERROR {type(e).__name__}: {str(e)[:300]}")
+        res["peer_error"] = f"{type(e).__name__}: {e}"
+        drop_peer(beside)
+    return res
+
+
+def drop_peer(calls):
+    """Take the peer's call and ours on its cache out of ``calls``."""
+    for name in ("peer", PEER_CACHE_OURS, PEER_CACHE_TABLE):
+        calls.pop(name, None)
+
+
+def timed_beside(timing, calls, res, label, times=lambda got: got):
+    """``timing(calls)``; where that fails with the peer among ``calls``, once more without it,
+    the failure kept in ``res["peer_error"]``. The peer's calls that ran eagerly (not captured
+    in a CUDA graph; ``times(got)``: name -> summary) where the others replayed graphs are set
+    to None, the reason kept too."""
+    peered = "peer" in calls
+    try:
+        got = timing(calls)
+    except Exception as e:  # noqa: BLE001 - ours still counts
+        if not peered:
+            raise
+        common.say(f"  {label}: peer ERROR while timed {type(e).__name__}: {str(e)[:300]}")
+        res["peer_error"] = f"timed: {type(e).__name__}: {e}"
+        drop_peer(calls)
+        return timing(calls)
+    summary = times(got)
+    peers = ("peer", PEER_CACHE_OURS, PEER_CACHE_TABLE)
+    graphed = any(t.get("graph", True) for name, t in summary.items() if name not in peers)
+    eager = [name for name in peers if name in calls and not summary[name].get("graph", True)]
+    if graphed and eager:  # (an eager time beside graph replays compares nothing)
+        res["peer_error"] = f"not captured in a CUDA graph: {eager}: " + "; ".join(
+            str(summary[name].get("capture_error", ""))[:200] for name in eager)
+        for name in eager:
+            summary[name] = None
+    return got
+
+
+def peer_compared(res):
+    """Whether a prefill row's peer and ours on its cache (or the table) both have times."""
+    return "us" in res.get("peer", {}) and "us" in res.get(PEER_CACHE_TABLE, res["table"])
 
 
 def prefill_call(fn, case, output):
@@ -397,8 +466,15 @@ def prefill_row(generated, row, device, smoke, reps, kv=("bf16", "none"), peer=N
         ok = bool(err.mean() <= 2.5e-4 and err.max() <= 1.7e-2)
         res[name] = {"check_ok": ok, "max_abs": float(err.max())}
     # the launches timed in the same rotating rounds
-    got = first if smoke else {name: t["median_us"] for name, t in
-                               common.time_graphs(calls, reps).items()}
+    if smoke:
+        got = first
+    else:
+        peer_res = {}
+        timed = timed_beside(lambda calls: common.time_graphs(calls, reps), calls, peer_res,
+                             f"prefill {row}")
+        got = {name: t["median_us"] for name, t in timed.items() if t is not None}
+        if "peer_error" in peer_res:
+            res["peer"]["error"] = peer_res["peer_error"]
     for name, us in got.items():
         res[name].update(us=us, tflops=flops / us / 1e6)
     res["explain"] = generated.explain_sparse_attn(
@@ -451,6 +527,8 @@ def main(argv=None):
         env["peer_prefill"]["layout"] = args.peer_prefill[2]
         prefill_peer = (fn, args.peer_prefill[2])
     for row in rows:
+        case = out = bf16_case = beside = None  # (the row before's tensors, however it ended)
+        common.free_memory()
         Hq, Hkv, R, ctx, Q = row
         d = 64 if args.smoke else D
         topk = 4 if args.smoke else TOPK
@@ -479,42 +557,27 @@ def main(argv=None):
             beside["bf16"] = lambda: generated.sparse_attn_decode(**bf16_case, output=out)
         peer_res = {}
         if peer is not None:
-            peer_out = torch.full_like(out, float("nan"))
-            peer_case = case
-            if args.peer[2] == "packed":
-                peer_case = dict(case, kv=packed(case["kv"]))
-                ours_packed = torch.full_like(out, float("nan"))
-                beside["ours on the peer's cache"] = decode_call(
-                    generated.sparse_attn_decode, peer_case, ours_packed)
-                try:
-                    beside["ours on the peer's cache"]()
-                except Exception as e:  # noqa: BLE001 - the other rows still count
-                    common.say(f"  {label}: ERROR on the packed cache {type(e).__name__}: "
-                               f"{str(e)[:300]}")
-                    results.append({"row": list(row), "error": f"{type(e).__name__}: {e}"})
-                    continue
-                peer_res["check_on_peer_cache"] = check(generated, case, ours_packed)
-                peer_res["same_as_split"] = bool(torch.equal(ours_packed, out))
-            beside["peer"] = decode_call(peer, peer_case, peer_out)
             try:
-                beside["peer"]()
-                peer_res["peer_check"] = check(generated, case, peer_out)
-            except Exception as e:  # noqa: BLE001 - ours still counts
-                common.say(f"  {label}: peer ERROR {type(e).__name__}: {str(e)[:300]}")
-                peer_res["peer_error"] = f"{type(e).__name__}: {e}"
-                del beside["peer"]
+                peer_res = add_peer(generated, peer, args.peer[2], case, out, beside, label)
+            except Exception as e:  # noqa: BLE001 - (ours on the packed cache) other rows count
+                common.say(f"  {label}: ERROR on the peer's cache {type(e).__name__}: "
+                           f"{str(e)[:300]}")
+                results.append({"row": list(row), "error": f"{type(e).__name__}: {e}"})
+                continue
         # the same bytes read by a plain streaming kernel, timed in the same rotating rounds as
         # ours: at small sizes its launch and memory latency are most of the time, which no
         # kernel can avoid
         try:
-            got = common.row_read_us(T * topk * Hkv, BLOCK * 2 * d * esize // 4,
-                                     smoke=args.smoke, reps=args.reps, beside=beside)
+            got = timed_beside(lambda calls: common.row_read_us(
+                T * topk * Hkv, BLOCK * 2 * d * esize // 4, smoke=args.smoke, reps=args.reps,
+                beside=calls), beside, peer_res, label, lambda got: got["beside"])
             read, us = got["median_us"], got["beside"]["ours"]["median_us"]
             bf16_us = got["beside"]["bf16"]["median_us"] if "bf16" in beside else None
-            if "peer" in beside:
-                peer_res["peer_us"] = got["beside"]["peer"]["median_us"]
-                peer_res["us_on_peer_cache"] = got["beside"].get(
-                    "ours on the peer's cache", got["beside"]["ours"])["median_us"]
+            times = got["beside"]
+            if times.get("peer") and times.get(PEER_CACHE_OURS, times["ours"]):
+                peer_res["peer_us"] = times["peer"]["median_us"]
+                peer_res["us_on_peer_cache"] = times.get(PEER_CACHE_OURS,
+                                                         times["ours"])["median_us"]
                 peer_res["vs_peer"] = peer_res["us_on_peer_cache"] / peer_res["peer_us"]
         except Exception as e:  # noqa: BLE001 - (out of memory beside the cache): the floor
             common.say(f"  {label}: no plain-read time ({type(e).__name__}: {str(e)[:200]})")
@@ -535,7 +598,8 @@ def main(argv=None):
         judged = []
         if vllm:
             judged.append(targets.verdict(targets.ISSUE21, "≤ vLLM", us, targets.LE, vllm, "µs"))
-        if "vs_peer" in peer_res and peer_res["peer_check"]["ok"]:
+        if "vs_peer" in peer_res and peer_res["peer_check"]["ok"] and \
+                peer_res.get("check_on_peer_cache", {"ok": True})["ok"]:
             judged.append(targets.verdict(targets.ISSUE21, "≤ the peer beside",
                                           peer_res["us_on_peer_cache"], targets.LE,
                                           peer_res["peer_us"], "µs"))
@@ -571,8 +635,6 @@ def main(argv=None):
         results.append(res)
         common.write_json(os.path.join(args.out, "bench_attn.json"),
                           {"env": env, "rows": results, "prefill": prefill})
-        del case, out, bf16_case, beside
-        peer_case = peer_out = ours_packed = None
         common.free_memory()
     prefill_rows = [] if args.only == "decode" else (
         SMOKE_PREFILL_ROWS if args.smoke else PREFILL_ROWS[:2] if args.quick else PREFILL_ROWS)
@@ -590,7 +652,7 @@ def main(argv=None):
             f"{name} {common.fmt_us(res[name]['us'])} µs ({res[name]['tflops']:.0f} TFLOP/s"
             f"{'' if res[name]['check_ok'] else ', CHECK FAILED'})"
             for name in ("table", *PREFILL_LAUNCHES)) + f"  [table: {res['explain']['variant']}]"
-            + ("" if "us" not in res.get("peer", {}) else
+            + ("" if not peer_compared(res) else
                f"  peer {common.fmt_us(res['peer']['us'])} µs (ours on its cache "
                f"{common.fmt_us(res.get(PEER_CACHE_TABLE, res['table'])['us'])}, "
                f"{res.get(PEER_CACHE_TABLE, res['table'])['us'] / res['peer']['us']:.2f}×"

@@ -141,8 +141,19 @@ def attention_rows(generated, row, device="cuda", d=None, topk=None):
         peer, (_, function, layout) = PEER
         peer_case = dict(case, kv=bench_attn.packed(case["kv"])) if layout == "packed" else case
         peer_name = f"peer {function} {name}"
-        rows += [(peer_name, bench_attn.decode_call(peer, peer_case, torch.empty_like(out)),
-                  None),
+        peer_out = torch.full_like(out, float("nan"))
+        peer_call = bench_attn.decode_call(peer, peer_case, peer_out)
+        try:  # once, and compared with ours: a peer given the wrong layout is no benchmark
+            peer_call()
+            generated.sparse_attn_decode(**case, output=out)
+        except Exception as e:
+            raise SystemExit(f"hostcost: --peer {function} at {name}: "
+                             f"{type(e).__name__}: {e}"[:400])
+        err = (peer_out.double() - out.double()).abs()
+        if not (err.mean() <= 2.5e-4 and err.max() <= 1.7e-2):
+            raise SystemExit(f"hostcost: --peer {function} at {name}: its output differs from "
+                             f"ours (max abs {float(err.max()):.3g}): the layout (:packed)?")
+        rows += [(peer_name, peer_call, None),
                  (f"sparse_attn_decode {name} on the peer's cache",
                   bench_attn.decode_call(generated.sparse_attn_decode, peer_case,
                                          torch.empty_like(out)), ((peer_name,), 0.0))]
