@@ -182,6 +182,23 @@ def test_bench_attn_times_a_prefill_peer_beside_the_table(tmp_path):
     assert "Error" in row["peer"]["error"] and row["table"]["check_ok"]
 
 
+def test_bench_attn_full_prefill_lists_have_no_hole_where_vllm_reads():
+    """With a prefill peer the rows' lists are full: token t's list starts with its own block
+    and holds min(topk, own + 1) distinct blocks at or below it, then −1 (vLLM's prefill
+    kernel reads that many ids without checking for −1)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import bench_attn
+
+    for prefix, chunk in ((230, 300), (0, 700), (1024, 128)):
+        ids = bench_attn.make_prefill_case((16, 1, prefix, chunk), "cpu", 64, 16,
+                                           full=True)["topk_idx"][0].tolist()
+        for t, lst in enumerate(ids):
+            own = (prefix + t) // 128
+            n = min(16, own + 1)
+            assert lst[0] == own and len(set(lst[:n])) == n, (prefix, t, lst)
+            assert all(0 <= b <= own for b in lst[:n]) and all(b == -1 for b in lst[n:])
+
+
 def test_bench_attn_reads_its_peer_option():
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import bench_attn

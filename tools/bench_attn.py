@@ -33,7 +33,8 @@ or cannot be captured in a CUDA graph is left out, with ``peer_error``); ``:pack
 the cache as [pages, Hkv, 128, 2·D] (K then V along the last dim) and times ours on that
 cache too, so that the two compare on the same tensors.
 ``--peer-prefill FILE:FUNCTION[:packed]`` does the same on the prefill rows with
-sparse_attn_prefill's positional arguments (ours: the table's launch). Writes
+sparse_attn_prefill's positional arguments (ours: the table's launch); their lists are then
+full (`make_prefill_case`), as vLLM's prefill kernel needs. Writes
 DIR/bench_attn.json after every row.
 """
 from __future__ import annotations
@@ -372,9 +373,11 @@ def time_step(generated, case, row, device, smoke, reps, seed=1):
     return {**got, "step_equals_two_calls": same}
 
 
-def make_prefill_case(row, device, d=D, topk=TOPK, seed=0):
+def make_prefill_case(row, device, d=D, topk=TOPK, seed=0, full=False):
     """One request of ``prefix`` + ``chunk`` tokens: token t lists its own block, the block
-    its run of 64 tokens starts in and topk − 2 earlier blocks shared by the run."""
+    its run of 64 tokens starts in and topk − 2 earlier blocks shared by the run. ``full``:
+    topk − 1 shared blocks, so that each list holds min(topk, own block + 1) ids and no −1
+    among them (as an indexer's lists; vLLM's prefill kernel reads that many unchecked)."""
     import torch
 
     Hq, Hkv, prefix, chunk = row
@@ -388,10 +391,16 @@ def make_prefill_case(row, device, d=D, topk=TOPK, seed=0):
     ids = torch.full((Hkv, chunk, topk), -1, dtype=torch.int32)
     for t0 in range(0, chunk, 64):
         first = (prefix + t0) // BLOCK
-        shared = torch.randperm(first, generator=g)[:topk - 2] if first else torch.zeros(0)
+        shared = torch.randperm(first, generator=g)[:topk - (1 if full else 2)] if first \
+            else torch.zeros(0)
         for t in range(t0, min(t0 + 64, chunk)):
-            lst = torch.unique(torch.cat([torch.tensor([(prefix + t) // BLOCK, first]),
-                                          shared.long()]))[:topk]
+            own = (prefix + t) // BLOCK
+            if full:  # own block first, then the run's: never truncated away
+                lst = torch.tensor([own, *[b for b in dict.fromkeys(
+                    [first, *shared.long().tolist()]) if b != own]][:topk])
+            else:
+                lst = torch.unique(torch.cat([torch.tensor([own, first]),
+                                              shared.long()]))[:topk]
             ids[:, t, :lst.numel()] = lst.to(torch.int32)
     q = torch.randn((chunk, Hq, d), generator=g).bfloat16()
     return dict(q=q.to(device), kv=kv, topk_idx=ids.to(device), block_table=table.to(device),
@@ -422,7 +431,7 @@ def prefill_row(generated, row, device, smoke, reps, kv=("bf16", "none"), peer=N
 
     Hq, Hkv, prefix, chunk = row
     d, topk = (64, 4) if smoke else (D, TOPK)
-    bf16_case = make_prefill_case(row, device, d, topk)
+    bf16_case = make_prefill_case(row, device, d, topk, full=peer is not None)
     case = with_kv(bf16_case, kv)
     G = Hq // Hkv
     flops = 4 * d * G * visible_keys(case, prefix)  # per KV head: its G query heads
