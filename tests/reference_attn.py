@@ -68,13 +68,17 @@ def decode_positions(seq_lens, Q):
 
 
 def prefill_positions(cu_seqlens_q, prefix_lens, seq_lens, T, max_query_len):
+    """(request, position, seq_len) of each of T prefill rows, None for a row of no request:
+    row x is request r's, r = the number of requests with cu[r + 1] <= x, only where
+    cu[r] <= x < cu[r + 1] and x - cu[r] < max_query_len (docs/KERNELS.md §13 rule 10; no
+    request has more rows than the batch, so a larger max_query_len counts as T)."""
     cu = [int(x) for x in cu_seqlens_q.cpu()]
     pre = [int(x) for x in prefix_lens.cpu()]
     lens = [int(x) for x in seq_lens.cpu()]
+    R = len(pre)
     out = [None] * T
-    for r in range(len(pre)):
-        # no request has more rows than the batch (a larger max_query_len counts as T)
-        for j in range(min(cu[r + 1] - cu[r], max_query_len, T)):
-            if 0 <= cu[r] + j < T:
-                out[cu[r] + j] = (r, pre[r] + j, lens[r])
+    for x in range(T):
+        r = sum(1 for k in range(R) if cu[k + 1] <= x)
+        if r < R and cu[r] <= x < cu[r + 1] and x - cu[r] < min(max_query_len, T):
+            out[x] = (r, pre[r] + x - cu[r], lens[r])
     return out
