@@ -50,3 +50,18 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
 # `import generated` applies the generated package's own interpreter fixes under
 # TRITON_INTERPRET=1 (generated/_interpreter.py): the tests use exactly what users get.
 import generated  # noqa: E402,F401
+
+
+@pytest.fixture(autouse=True)
+def _forget_patched_plans(request):
+    """A call plan made while a test patches the generated modules (a spy launcher, a smaller
+    constant, a swapped buffer dict) must not serve a later test's call of the same key:
+    forget every plan before and after a test that patches anything."""
+    from generated import _runtime
+
+    patches = "monkeypatch" in request.fixturenames
+    if patches:
+        _runtime.clear_plans()
+    yield
+    if patches:
+        _runtime.clear_plans()

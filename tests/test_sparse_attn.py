@@ -26,16 +26,6 @@ MEAN_ABS, MAX_ABS = 2.5e-4, 1.7e-2  # vLLM's bf16 bounds
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
-@pytest.fixture(autouse=True)
-def _forget_patched_plans(request):
-    """A call plan made while a test patches the generated modules (a spy launcher, a smaller
-    constant) must not serve a later test's call of the same key: forget every plan after a
-    test that patches anything."""
-    yield
-    if "monkeypatch" in request.fixturenames:
-        sa._rt.clear_plans()
-
-
 def make_cache(pages, Hkv, D, layout, dtype, g):
     """(kv as the kernels take it, its 5-D [pages, 2, 128, Hkv, D] values for reference use)."""
     vals = (torch.randn((pages, 2, BLOCK, Hkv, D), generator=g) * 0.5)
