@@ -21,16 +21,21 @@ def score_columns(max_seq_len: int) -> int:
 
 
 def ref_decode_scores(idx_q, cache, block_table, seq_lens, init_blocks, local_blocks, Q,
-                      max_seq_len, *, device="cpu"):
+                      max_seq_len, *, device="cpu", return_written=False):
     """Expected score tensor [H, total_q, S] (fp32, on ``device``) with NaN where nothing may be
-    written.
+    written (and, with ``return_written``, the bool mask of the written region as well: a
+    written score may itself be NaN, see below).
 
     Value = fp32 block-max over causally visible keys of q·k: the operands are upcast (bf16 → fp64 is
     exact, so every product is exact, as it is in fp32), the D products are summed in fp64 and the sum
-    is rounded once to fp32; -inf if no key of the block is visible. Forcing 1e29 (local) over 1e30
-    (init) over raw, only for b < nb_q(row). Written region: every row of a request, b < nb_req.
-    Out-of-range inputs (docs/KERNELS.md): a seq_len above the capacity cdiv(max_seq_len, 128)·128
-    counts as the capacity; a block whose page id is outside [0, num_pages) has no visible key.
+    is rounded once to fp32; -inf if no key of the block is visible. The maximum skips NaN products
+    and counts masked keys as -inf (docs/KERNELS.md §3): a block whose visible products are all NaN
+    is NaN where the row sees all 128 keys and -inf where it sees part of them (or its page is
+    outside the cache). Forcing 1e29 (local) over 1e30 (init) over raw, only for b < nb_q(row).
+    Written region: every row of a request, b < nb_req.
+    Out-of-range inputs (§13): a seq_len above the capacity cdiv(max_seq_len, 128)·128 counts as
+    the capacity, a negative one as 0; a block whose page id is outside [0, num_pages) has no
+    visible key.
     ``device`` only selects where the fp64 arithmetic runs (a GPU makes 128k-token cases fast).
     """
     q = idx_q.detach().to(device)
@@ -44,7 +49,9 @@ def ref_decode_scores(idx_q, cache, block_table, seq_lens, init_blocks, local_bl
     capacity = _cdiv(max(int(max_seq_len), 0), BLOCK) * BLOCK
     num_pages = k_all.shape[0]
     out = torch.full((H, total_q, S), float("nan"), dtype=torch.float32, device=device)
+    written = torch.zeros((H, total_q, S), dtype=torch.bool, device=device)
     neg_inf = torch.tensor(float("-inf"), dtype=torch.float32, device=device)
+    nan = torch.tensor(float("nan"), dtype=torch.float32, device=device)
     local_val = torch.tensor(LOCAL_SCORE, dtype=torch.float32, device=device)
     init_val = torch.tensor(INIT_SCORE, dtype=torch.float32, device=device)
     for r in range(R):
@@ -66,8 +73,13 @@ def ref_decode_scores(idx_q, cache, block_table, seq_lens, init_blocks, local_bl
         pos = torch.arange(T, device=device)
         token_ok = page_ok.repeat_interleave(BLOCK)
         visible_tok = (pos[None, :] < kv_len[:, None]) & token_ok[None, :]
-        dots = torch.where(visible_tok[:, None, :], dots, neg_inf)
-        raw = dots.reshape(Q, H, nb_req, BLOCK).amax(dim=-1)  # [Q, H, nb_req]
+        vis = visible_tok[:, None, :]  # [Q, 1, T]
+        is_nan = torch.isnan(dots)
+        # the max skips NaN products; masked keys are -inf
+        raw = torch.where(vis & ~is_nan, dots, neg_inf).reshape(Q, H, nb_req, BLOCK).amax(dim=-1)
+        # every one of the block's 128 keys visible and NaN: the max of NaN alone is NaN
+        all_nan = (vis & is_nan).reshape(Q, H, nb_req, BLOCK).all(dim=-1)
+        raw = torch.where(all_nan, nan, raw)  # [Q, H, nb_req]
         b = torch.arange(nb_req, device=device)
         visible = b[None, :] < nb_q[:, None]  # [Q, nb_req]
         local = visible & (b[None, :] >= (nb_q[:, None] - local_blocks).clamp_min(0))
@@ -75,7 +87,8 @@ def ref_decode_scores(idx_q, cache, block_table, seq_lens, init_blocks, local_bl
         val = torch.where(init[:, None, :], init_val, raw)
         val = torch.where(local[:, None, :], local_val, val)
         out[:, r * Q:(r + 1) * Q, :nb_req] = val.permute(1, 0, 2)
-    return out
+        written[:, r * Q:(r + 1) * Q, :nb_req] = True
+    return (out, written) if return_written else out
 
 
 def ref_balanced_map(seq_lens_list, budget):

@@ -317,9 +317,12 @@ def test_explicit_fused_launch_checks_and_defaults():
     inputs, attn, max_block = make_inputs(H, Q, [200 * 128, 5], seed=2)  # 201 blocks
     kw = dict(**inputs, topk=16, init_blocks=0, local_blocks=1, num_kv_heads=H,
               decode_query_len=Q, max_decode_query_len=Q)
-    with pytest.raises(ValueError, match="max_block = 201 exceeds the fused topk_tile 128"):
+    with pytest.raises(ValueError, match="^score_launch: index_decode_fused cannot serve this "
+                                         "call: max_block = 201 exceeds the fused topk_tile 128"):
         index_decode_with_launch(fused_launch(4, 128), None, **kw)
-    with pytest.raises(ValueError, match=r"next_pow2\(topk\) = 512 exceeds the fused topk_tile"):
+    with pytest.raises(ValueError, match=r"^score_launch: index_decode_fused cannot serve this "
+                                         r"call: next_pow2\(topk\) = 512 exceeds the fused "
+                                         r"topk_tile"):
         index_decode_with_launch(fused_launch(4, 256), None, **dict(kw, topk=300))
     # missing keys come from the variant's defaults; a given topk_launch is ignored
     partial = {"variant": "index_decode_fused", "kv_chunks": 8}
@@ -374,14 +377,18 @@ def _gpu_inputs(R, Q, H, max_seq_len, seed, D=128):
             attn.reshape(R, max_block).to(torch.int32), max_block)
 
 
-def _gpu_seq_lens(R, max_seq_len, seed, Q):
+def _gpu_seq_lens(R, max_seq_len, seed, Q, spread=False):
+    """Random lengths with the capacity, a padding request, speculative rows with
+    query_pos < 0 and a 129-token request among them: in requests 0..3, or with ``spread`` in
+    requests that change with the seed (each request is padding for some seeds, not others)."""
     g = torch.Generator().manual_seed(seed)
     lens = torch.randint(1, max_seq_len + 1, (R,), generator=g)
-    lens[0] = max_seq_len  # capacity
+    at = torch.randperm(R, generator=g).tolist() if spread else list(range(R))
+    lens[at[0]] = max_seq_len  # capacity
     if R > 3:
-        lens[1] = 0  # padding request
-        lens[2] = Q - 2 if Q > 2 else 1  # speculative rows with query_pos < 0
-        lens[3] = 129
+        lens[at[1]] = 0  # padding request
+        lens[at[2]] = Q - 2 if Q > 2 else 1  # speculative rows with query_pos < 0
+        lens[at[3]] = 129
     return lens.clamp(max=max_seq_len).to(torch.int32).cuda()
 
 
@@ -463,6 +470,14 @@ class _GraphedFused:
         self.graph, self.result = capture(self._call)
         assert self.result.data_ptr() == self.out.data_ptr()
 
+    def replay(self):
+        """Poison every output, then replay: a replay that skips a write leaves the poison."""
+        self.out.fill_(POISON_OUT)
+        if self.emit:
+            self.kw["sparse_block_table_out"].fill_(POISON_TABLE)
+            self.kw["sparse_context_lens_out"].fill_(POISON_TABLE)
+        self.graph.replay()
+
     def _call(self):
         return index_decode_with_launch(
             fused_launch(self.chunks, self.tile), None, **self.inputs, topk=16, init_blocks=0,
@@ -483,9 +498,12 @@ class _GraphedFused:
 @gpu
 def test_gpu_fused_graph_replay_mutated_seq_lens():
     """Capture once, mutate seq_lens in place (capacity, padding, speculative rows with
-    query_pos < 0, all padding), replay: equals the two-kernel path; counter zero."""
+    query_pos < 0, in requests that change between replays, all padding), replay into
+    poisoned outputs: equals the two-kernel path; counter zero."""
     gf = _GraphedFused(16, 4, 1, 65536, 512, 16, seed=3, emit=True)
-    gf.graph.replay()
+    # lengths other than the warm-ups' (which wrote the outputs the graph would leave alone)
+    gf.inputs["seq_lens"].copy_(_gpu_seq_lens(16, 65536, 103, 4, spread=True))
+    gf.replay()
     torch.cuda.synchronize()
     assert int(gf.counter.abs().sum()) == 0
     gf.check_against_two_kernels()
@@ -493,8 +511,9 @@ def test_gpu_fused_graph_replay_mutated_seq_lens():
         if seed == 7:
             gf.inputs["seq_lens"].zero_()
         else:
-            gf.inputs["seq_lens"].copy_(_gpu_seq_lens(16, 65536 if seed % 2 else 3000, seed, 4))
-        gf.graph.replay()
+            gf.inputs["seq_lens"].copy_(_gpu_seq_lens(16, 65536 if seed % 2 else 3000, seed, 4,
+                                                      spread=True))
+        gf.replay()
         torch.cuda.synchronize()
         assert int(gf.counter.abs().sum()) == 0
         gf.check_against_two_kernels()
@@ -510,8 +529,9 @@ def test_gpu_fused_many_alternating_replays_counter_zero():
     for i in range(300):
         g = graphs[i % 3]
         if i % 10 == 0:
-            g.inputs["seq_lens"].copy_(_gpu_seq_lens(g.R, g.max_seq_len, 100 + i, g.Q))
-        g.graph.replay()
+            g.inputs["seq_lens"].copy_(_gpu_seq_lens(g.R, g.max_seq_len, 100 + i, g.Q,
+                                                     spread=True))
+        g.replay()
         if i % 25 == 0:
             torch.cuda.synchronize()
             assert all(int(x.counter.abs().sum()) == 0 for x in graphs)

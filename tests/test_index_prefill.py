@@ -58,15 +58,28 @@ def score_args(inp):
                                 "seq_lens", "prefix_lens")}
 
 
-def check_scores(inp, score):
-    ref = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"])
+def assert_scores_near(score, ref, scale, written):
+    """Written entries: NaN and ±inf exactly where the reference has them, finite ones within
+    SCORE_REL · Σ|q·k| of float64."""
+    got = score[:, :, :ref.shape[2]].double().to(ref.device)
+    assert bool(written.any())
+    odd = written & ~torch.isfinite(ref)
+    assert torch.equal(torch.isnan(got[odd]), torch.isnan(ref[odd]))
+    assert torch.equal(got[odd & ~torch.isnan(ref)], ref[odd & ~torch.isnan(ref)])
+    fin = written & torch.isfinite(ref)
+    err = (got - ref).abs()[fin]
+    assert bool((err <= SCORE_REL * scale[fin] + 1e-30).all()), float(err.max())
+
+
+def check_scores(inp, score, max_query_len=False):
+    """The scorer's output against the float64 reference on every entry §7 writes. With
+    ``max_query_len``, the reference leaves rows past the call's max_query_len to no request."""
+    mql = inp["max_query_len"] if max_query_len else None
+    ref, written = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"],
+                                      max_query_len=mql, return_written=True)
     scale = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"],
-                               absolute=True)
-    known = ~torch.isnan(ref)
-    got = score[:, :, :ref.shape[2]].double()
-    err = (got - ref).abs()[known]
-    assert known.any()
-    assert bool((err <= SCORE_REL * scale[known] + 1e-30).all()), float(err.max())
+                               absolute=True, max_query_len=mql)
+    assert_scores_near(score, ref, scale, written)
     return ref
 
 
@@ -262,7 +275,9 @@ def test_capacity_zero_gives_padding_ids():
 def test_garbage_lengths_and_page_ids_stay_in_bounds():
     """Lengths past the capacity, negative prefixes, non-monotone cu and page ids outside the
     cache: nothing is read outside a tensor (the capacity clamps blocks, bad pages score -inf),
-    every call returns, and every id written names a block below the capacity."""
+    every call returns, and scores and ids are the reference's (§13 rules 2, 3, 4, 8, 10):
+    rows 0..6 are request 0's (a position past the capacity, no key below its seq_len), every
+    other row is no request's and keeps its -7."""
     inp = make_inputs([130, 10], [20, 12], seed=9, extra=0)
     inp["prefix_lens"] = torch.tensor([10**6, -50], dtype=torch.int32, device=DEVICE)
     inp["seq_lens"] = torch.tensor([-3, 10**9], dtype=torch.int32, device=DEVICE)
@@ -270,13 +285,17 @@ def test_garbage_lengths_and_page_ids_stay_in_bounds():
     inp["block_table"][0, 0] = 10**6
     inp["block_table"][1, 1] = -4
     mb = cdiv(inp["max_seq_len"], 128)
+    ref = check_scores(inp, generated.index_prefill_score(**inp), max_query_len=True)
+    assert bool((ref[:, :7] == float("-inf")).all()) and bool(ref[:, 7:].isnan().all())
+    want = ref_prefill_topk(ref.float(), inp["cu_seqlens_q"], inp["prefix_lens"], 4, 1, 1,
+                            capacity=mb, max_query_len=inp["max_query_len"])
+    assert want[0, 0].tolist() == [0, 1, -1, -1] and bool((want[:, 7:] == -2).all())
     out = torch.empty((1, 32, 4), dtype=torch.int32, device=DEVICE)
     for launch in (TWO, stream(16)):
         out.fill_(-7)  # rows a non-monotone cu leaves to no request stay as they are
         pi.index_prefill_with_launch(launch, **inp, topk=4, init_blocks=1, local_blocks=1,
                                      out=out)
-        assert bool(((out == -7) | ((out >= -1) & (out < mb))).all())
-        assert bool((out[:, :7] >= -1).all())  # rows of request 0 before cu[2] are written
+        assert torch.equal(out.cpu(), torch.where(want == -2, -7, want)), launch
 
 
 @pytest.mark.parametrize("change,error,match", [
@@ -299,13 +318,13 @@ def test_rejections_name_the_argument(change, error, match):
     kw = dict(inp, topk=4, init_blocks=0, local_blocks=1)
     for k, v in change.items():
         kw[k] = v.to(DEVICE) if isinstance(v, torch.Tensor) else v
-    with pytest.raises(error, match=match):
+    with pytest.raises(error, match=f"^{match}: "):
         generated.index_prefill(**kw)
 
 
 def test_fp8_query_needs_an_fp8_cache():
     inp = make_inputs([0], [20], q="fp8", cache="bf16")
-    with pytest.raises(ValueError, match="idx_q"):
+    with pytest.raises(ValueError, match="^idx_q: "):
         generated.index_prefill_score(**inp)
 
 
@@ -351,12 +370,11 @@ def test_gpu_full_size(prefix, qlen, H, q, cache):
     T = inp["idx_q"].shape[0]
     rows = sorted({0, 1, T - 1, T // 2, 127, 128, 129} | set(range(5, T, max(1, T // 40))))
     rows = [r for r in rows if r < T]
-    ref = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"], rows=rows)
+    ref, written = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"],
+                                      rows=rows, return_written=True)
     scale = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"], rows=rows,
                                absolute=True)
-    known = ~torch.isnan(ref)
-    err = (score[:, :, :ref.shape[2]].double() - ref).abs()[known]
-    assert bool((err <= SCORE_REL * scale[known] + 1e-30).all())
+    assert_scores_near(score, ref, scale, written)
     ref_ids = ref_prefill_topk(ref.float(), inp["cu_seqlens_q"], inp["prefix_lens"], topk, 0, 1,
                                rows=rows)
     cu = inp["cu_seqlens_q"].tolist()
@@ -391,19 +409,41 @@ def test_a_max_query_len_past_the_tokens_is_the_token_count():
                        want)
 
 
-def test_positions_past_int32_see_the_whole_capacity():
+def _past_the_capacity(inp, prefixes, topk, local_blocks):
+    """Rows whose positions lie past the capacity (prefix_lens[0] in ``prefixes``, seq_lens
+    2³¹ − 1): scores and ids of both index_prefill paths equal the reference's, which sees
+    every block below the capacity and forces the local blocks at its end (§13 rules 2, 8)."""
+    mb = cdiv(inp["max_seq_len"], 128)
+    T = inp["idx_q"].shape[0]
+    lens = torch.tensor([(1 << 31) - 1, 13], dtype=torch.int32, device=DEVICE)
+    ids = []
+    for p in prefixes:
+        a = dict(inp, seq_lens=lens,
+                 prefix_lens=torch.tensor([p, 10], dtype=torch.int32, device=DEVICE))
+        score = generated.index_prefill_score(**a)
+        ref = check_scores(a, score)
+        assert bool(torch.isfinite(ref[:, :5]).all())  # every block of the capacity, whole
+        want = ref_prefill_topk(score[:, :, :mb], a["cu_seqlens_q"], a["prefix_lens"], topk, 0,
+                                local_blocks, capacity=mb)
+        if local_blocks:
+            assert bool((want[:, :5, 0] == mb - 1).all())
+        for launch in (TWO, stream(16)):
+            out = torch.full((1, T, topk), -7, dtype=torch.int32, device=DEVICE)
+            pi.index_prefill_with_launch(launch, **a, topk=topk, init_blocks=0,
+                                         local_blocks=local_blocks, out=out)
+            assert torch.equal(out.cpu(), want), (p, launch)
+            ids.append(out)
+    return ids
+
+
+@pytest.mark.parametrize("local_blocks", [0, 1])
+def test_positions_past_int32_see_the_whole_capacity(local_blocks):
     """prefix_lens[r] + row past 2³¹ − 1 (an inconsistent prefix: int32 seq_lens cannot hold
     such a position) saturates instead of wrapping to a negative, empty row: the rows select
-    exactly as with any prefix past the capacity."""
+    as the reference's rows past the capacity, in both paths, and as with a prefix of 10⁶."""
     inp = make_inputs([130, 10], [5, 3], seed=12)
-    lens = torch.tensor([(1 << 31) - 1, 13], dtype=torch.int32, device=DEVICE)
-    got, want = ({"prefix_lens": torch.tensor([p, 10], dtype=torch.int32, device=DEVICE)}
-                 for p in ((1 << 31) - 3, 10 ** 6))
-    for launch in (TWO, stream(16)):
-        ids = [pi.index_prefill_with_launch(launch, **dict(inp, seq_lens=lens, **d), topk=4,
-                                            init_blocks=0, local_blocks=1)
-               for d in (got, want)]
-        assert torch.equal(ids[0], ids[1]) and bool((ids[0][:, :5] >= 0).any())
+    ids = _past_the_capacity(inp, ((1 << 31) - 3, 10 ** 6), 4, local_blocks)
+    assert all(torch.equal(ids[0], x) for x in ids[1:])
 
 
 @pytest.mark.parametrize("cu", [[0, 4, 2, 2], [0, 4, 2, 4]])
@@ -545,28 +585,51 @@ def test_page_ids_outside_the_cache_score_minus_inf():
     big = torch.randn((pages + 1,) + tuple(cache.shape[1:]),
                       generator=torch.Generator().manual_seed(53)).to(cache.dtype).to(DEVICE)
     big[:pages] = cache
-    ref = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"])
-    scale = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"],
-                               absolute=True)
+    unedited = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"])
     inp["index_kv_cache"] = big[:pages]  # the page past the cache holds finite keys
     inp["block_table"] = inp["block_table"].clone()
     inp["block_table"][0, 0] = pages
     inp["block_table"][0, 1] = -1
-    ref[:, :20, :2] = float("-inf")  # request 0's rows (all see blocks 0 and 1)
     score = generated.index_prefill_score(**inp)
-    known = ~torch.isnan(ref)
-    got = score[:, :, :ref.shape[2]].double()
-    assert bool((got[:, :20, :2] == float("-inf")).all())
-    finite = known & torch.isfinite(ref)
-    assert bool(((got - ref).abs()[finite] <= SCORE_REL * scale[finite] + 1e-30).all())
+    ref = check_scores(inp, score)  # the reference reads the edited table: no key there
+    assert bool((ref[:, :20, :2] == float("-inf")).all())  # request 0's rows see both
+    assert bool(torch.isfinite(unedited[:, :20, :2]).all())  # (the pages' keys are finite)
+    assert torch.equal(ref[:, :, 2:].nan_to_num(), unedited[:, :, 2:].nan_to_num())
+    mb = cdiv(inp["max_seq_len"], 128)
     for topk, init, local in ((3, 0, 0), (3, 1, 1)):
         want = ref_prefill_topk(score, inp["cu_seqlens_q"], inp["prefix_lens"], topk, init,
-                                local)
+                                local, capacity=mb)
         assert want[0, 0].tolist() == ([2, 0, 1] if init == 0 else [0, 2, 1])
         for launch in (TWO, stream(16)):
-            got_ids = pi.index_prefill_with_launch(launch, **inp, topk=topk, init_blocks=init,
-                                                   local_blocks=local)
+            got_ids = torch.full((1, 30, topk), -7, dtype=torch.int32, device=DEVICE)
+            pi.index_prefill_with_launch(launch, **inp, topk=topk, init_blocks=init,
+                                         local_blocks=local, out=got_ids)
             assert torch.equal(got_ids.cpu(), want), (topk, init, launch)
+
+
+def test_a_nan_key_is_skipped_by_the_block_max():
+    """§3 / §7 / §14.4: the block maximum skips NaN products. One NaN key in block 0, which every
+    row sees whole (the scorer's unmasked path), one in block 2, which every row sees in part
+    (p = 300..319, key 276 visible to all): both blocks keep the max of their other keys,
+    finite, as the float64 reference says; both paths select the reference's ids."""
+    inp = make_inputs([300], [20], H=2, seed=65)
+    pages = inp["block_table"][0].long()
+    cache = inp["index_kv_cache"].clone()
+    cache[pages[0], 5] = float("nan")
+    cache[pages[2], 20] = float("nan")
+    inp["index_kv_cache"] = cache
+    score = generated.index_prefill_score(**inp)
+    ref = check_scores(inp, score)
+    assert bool(torch.isfinite(ref[:, :, :3]).all())
+    mb = cdiv(inp["max_seq_len"], 128)
+    for topk, local in ((1, 0), (2, 1)):
+        want = ref_prefill_topk(score, inp["cu_seqlens_q"], inp["prefix_lens"], topk, 0, local,
+                                capacity=mb)
+        for launch in (TWO, stream(16)):
+            out = torch.full((2, 20, topk), -7, dtype=torch.int32, device=DEVICE)
+            pi.index_prefill_with_launch(launch, **inp, topk=topk, init_blocks=0,
+                                         local_blocks=local, out=out)
+            assert torch.equal(out.cpu(), want), (topk, launch)
 
 
 def test_scores_only_where_written_negative_and_short_lengths():
@@ -580,7 +643,7 @@ def test_scores_only_where_written_negative_and_short_lengths():
     ref = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"])
     # request 1 (rows 60..79, p = 250..269): block 2 holds no key below seq_len 200
     rows2 = [60 + j for j in range(20) if (250 + j) // 128 >= 2]
-    ref[:, rows2, 2] = float("-inf")
+    assert bool((ref[:, rows2, 2] == float("-inf")).all())
     for block_m, splits in ((16, 1), (16, 2)):
         launch = dict(block_m=block_m, kv_splits=splits, num_warps=4, num_stages=2)
         shape, run = pi._plan_scores(**inp, hardware=None, launch=launch)
@@ -601,21 +664,22 @@ def test_scores_only_where_written_negative_and_short_lengths():
             assert torch.equal(got.cpu(), want), (topk, launch)
 
 
-def test_saturated_positions_score_every_key_of_the_capacity():
+@pytest.mark.parametrize("local_blocks", [0, 1])
+def test_saturated_positions_score_every_key_of_the_capacity(local_blocks):
     """§13 rule 8 for the scores: a position saturated at 2³¹ − 2 sees every key of the
-    capacity (position + 1 must not wrap), bitwise as a position of 10⁶ does."""
+    capacity (position + 1 must not wrap), as the reference's position past the capacity and
+    bitwise as a position of 10⁶ does; both paths select the reference's ids."""
     inp = make_inputs([130, 10], [5, 3], seed=55, extra=500)  # capacity 6 blocks
     mb = cdiv(inp["max_seq_len"], 128)
     lens = torch.tensor([(1 << 31) - 1, 13], dtype=torch.int32, device=DEVICE)
-    scores, ids = [], []
+    scores = []
     for p in ((1 << 31) - 3, 10 ** 6):
         a = dict(inp, seq_lens=lens,
                  prefix_lens=torch.tensor([p, 10], dtype=torch.int32, device=DEVICE))
         scores.append(generated.index_prefill_score(**a)[:, :5, :mb])
-        ids.append([pi.index_prefill_with_launch(launch, **a, topk=2, init_blocks=0,
-                                                 local_blocks=0) for launch in (TWO, stream(16))])
     assert bool(torch.isfinite(scores[1]).all()) and torch.equal(scores[0], scores[1])
-    assert all(torch.equal(x, y) for x, y in zip(ids[0], ids[1]))
+    ids = _past_the_capacity(inp, ((1 << 31) - 3, 10 ** 6), 2, local_blocks)
+    assert all(torch.equal(ids[0], x) for x in ids[1:])
 
 
 def test_rows_outside_a_range_past_the_batch_are_left_alone():

@@ -209,6 +209,7 @@ VALUE_CASES = [
     ([511, 385, 2], 4, 8, 2, 16, 1, 2, "strided"),  # query_pos < 0 rows in request 2
     ([700, 127], 1, 2, 4, 32, 0, 0, "contiguous"),  # no forcing at all
     ([900, 50], 2, 2, 1, 64, 8, 1, "contiguous"),  # init reaches past the visible blocks
+    ([640, 1, 129], 1, 1, 1, 64, 0, 0, "contiguous"),  # seq_len = capacity, unforced
 ]
 
 
@@ -225,6 +226,28 @@ def test_values_and_write_region(spec, variant, kw):
     view, big = case.run(variant, **kw)
     assert_scores_match(view, case.reference())
     assert_untouched(view, big)
+
+
+@pytest.mark.parametrize("variant", ["split", "balanced"])
+def test_a_request_at_the_capacity_sees_its_last_key(variant):
+    """seq_len = max_seq_len = max_block·128 (§13.2: a length at the capacity is not clamped):
+    the row's query sits at position 639, so the key there is visible. That key is made the
+    block's clear maximum, so a scorer that drops it (a capacity off by one) scores block 4
+    below the reference; unforced (local 0) and forced layouts both compared."""
+    for Q, local in ((1, 0), (2, 1)):
+        case = Case([640, 1, 129], Q=Q, Qmax=2, H=2, D=64, init_blocks=0, local_blocks=local,
+                    seed=21)
+        assert case.max_seq_len == 640
+        page = int(case.block_table[0, 4])
+        q = case.idx_q[(Q - 1), 0].float()
+        case.cache[page, 127] = (q * 8).to(case.cache.dtype)  # q·k = 8·|q|² at position 639
+        ref = case.reference()
+        hot = float((q.double() * case.cache[page, 127].double()).sum())
+        if local == 0:
+            assert ref[0, Q - 1, 4].item() == torch.tensor(hot, dtype=torch.float32).item()
+        view, big = case.run(variant)
+        assert_scores_match(view, ref)
+        assert_untouched(view, big)
 
 
 def test_padding_and_negative_query_pos_rows():
@@ -293,7 +316,10 @@ def test_split_balanced_bitwise(pattern, H, Q, Qmax, D):
 
 
 # ---------------------------------------------------------------------------------------------
-# §12.4: balanced work map coverage (pure Python)
+# §12.4: balanced work map coverage. test_balanced_map_coverage is a self-check of the spec's
+# map (tests/reference_index.ref_balanced_map, pure Python, no generated code); the kernels
+# follow it in test_balanced_kernel_follows_map* (up to ~300 blocks per request on the CPU,
+# 65534 on the GPU).
 # ---------------------------------------------------------------------------------------------
 
 def _check_map(seq_lens, budget):
@@ -317,11 +343,15 @@ def _check_map(seq_lens, budget):
         for (s0, e0), (s1, _) in zip(ranges, ranges[1:]):
             assert e0 == s1
         assert all(0 < e - s <= width for s, e in ranges)
-    assert len(owned) <= budget + R - 1
+    # §3.2's bound, from the formula (the map itself asserts its ids stay inside the grid)
+    progs = sum(_cdiv(nb, width) for nb in blocks)
+    assert progs == len(owned) and progs <= budget + R - 1
 
 
 @pytest.mark.parametrize("R", range(1, 12))
 def test_balanced_map_coverage(R):
+    """Spec self-check (no kernel runs here): the §3.2 map covers every request's blocks once,
+    contiguously, in request order, within budget + R − 1 programs."""
     rng = random.Random(R)
     budgets = (1, 2, 3, 7, 64, 768, 1024)
     patterns = [
@@ -346,6 +376,22 @@ def test_balanced_kernel_follows_map():
     case = Case([1000, 0, 130, 520, 1], Q=1, Qmax=1, H=1, D=16, seed=5)
     ref = case.reference()
     for budget in (1, 2, 3, 4, 6, 19, 40):
+        view, big = case.run("balanced", program_budget=budget)
+        assert_scores_match(view, ref)
+        assert_untouched(view, big)
+
+
+def test_balanced_kernel_follows_map_over_many_blocks():
+    """The kernel's own map at 11 requests (the balanced policy's largest R) with ~300-block
+    requests between 0-, 1- and 2-block ones: budget 1 (one program per request), 3 (requests
+    straddle programs) and 64 (several programs per request, idle ones at the end); every
+    written score is the reference's, nothing else is written."""
+    rng = random.Random(11)
+    lens = [rng.choice([0, 1, 127, 128, 129]) if i % 3 else
+            rng.randrange(20, 100) * BLOCK - rng.randrange(0, BLOCK) for i in range(11)]
+    case = Case(lens, Q=1, Qmax=1, H=1, D=16, init_blocks=0, local_blocks=1, seed=6)
+    ref = case.reference()
+    for budget in (1, 3, 64):
         view, big = case.run("balanced", program_budget=budget)
         assert_scores_match(view, ref)
         assert_untouched(view, big)
@@ -396,6 +442,20 @@ def test_gpu_values_realistic(R, seq_max, H, Q, Qmax):
     bal, big_b = case.run("balanced", program_budget=budget, num_warps=2, num_stages=1)
     assert_untouched(bal, big_b)
     assert torch.equal(_bits(bal), _bits(split))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("budget", [1, 3, 768, 1024])
+def test_gpu_balanced_kernel_follows_map_at_65534_blocks(budget):
+    """§12.4's largest block count through the kernel (minutes on the interpreter): two
+    requests of 65534 blocks around a short one, every block scored once, as the reference."""
+    seq_max = 65534 * BLOCK
+    case = Case([seq_max, 5, seq_max - 77], Q=1, Qmax=1, H=1, D=16, init_blocks=0,
+                local_blocks=1, max_seq_len=seq_max, seed=budget, device="cuda")
+    ref = case.reference(device="cuda")
+    view, big = case.run("balanced", program_budget=budget)
+    assert_scores_match(view, ref, rtol=GPU_RTOL, atol=GPU_ATOL)
+    assert_untouched(view, big)
 
 
 @pytest.mark.gpu

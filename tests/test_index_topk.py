@@ -112,13 +112,13 @@ def check_exact(out, scores, seq_lens, Q, topk):
 # §12.6 exact ids: ties at BLOCK_K/2 and BLOCK_K boundaries, special values
 
 
-def _special_rows(S):
+def _special_rows(S, g):
     """Score rows (length S) exercising NaN (both signs: inf - inf gives the negative one on
-    x86), +-inf, +-0, -1e30 and tie groups."""
+    x86), +-inf, +-0, -1e30 and tie groups; random values from the generator ``g``."""
     nan, inf = float("nan"), float("inf")
     neg_nan = torch.tensor([-(1 << 22)], dtype=torch.int32).view(torch.float32)[0]  # 0xFFC00000
     rows = []
-    r = torch.randn(S) * 0.1  # ties straddling 63/64, 127/128, 255/256 and chunk cuts 99/100
+    r = torch.randn(S, generator=g) * 0.1  # ties straddling 63/64, 127/128, 255/256, 99/100
     for lo, hi in ((60, 68), (96, 104), (124, 132), (196, 204), (252, 260)):
         r[lo:hi] = 2.0
     rows.append((r, 300))
@@ -131,7 +131,7 @@ def _special_rows(S):
     r = torch.full((S,), -inf)
     r[127], r[128], r[0] = 1.0, 1.0, -1e30
     rows.append((r, 129))  # all -inf but three; crosses the 128 tile edge
-    rows.append((torch.randn(S), 5))  # fewer blocks than topk
+    rows.append((torch.randn(S, generator=g), 5))  # fewer blocks than topk
     rows.append((torch.zeros(S), 1))
     r = -torch.zeros(S)
     r[::2] = 0.0
@@ -155,9 +155,10 @@ EXACT_CASES = [
 def test_exact_ids_ties_and_special_values(cfg, topk):
     C, BK, single = cfg[0], cfg[1], cfg[2]
     S = 640
-    rows = [(r, nb) for r, nb in _special_rows(S) if not single or nb <= C * BK]
+    g = torch.Generator().manual_seed(C * 1000 + BK + topk)
+    rows = [(r, nb) for r, nb in _special_rows(S, g) if not single or nb <= C * BK]
     if BK == 512:
-        r = torch.randn(S) * 0.1
+        r = torch.randn(S, generator=g) * 0.1
         r[250:262] = 3.0
         r[506:518] = 3.0
         rows.append((r, 600))
@@ -388,14 +389,16 @@ def test_alloc_and_page_stride_helpers():
     table, ctx = alloc_sparse_block_table(ids)
     assert table.shape == (5, 104) and ctx.shape == (5,)
     assert table.dtype == ctx.dtype == torch.int32 and table.device == ids.device
-    with pytest.raises(ValueError, match="one index head"):
+    with pytest.raises(ValueError,
+                       match=r"^topk_idx: must be \[1, total_q, topk\] \(one index head\)"):
         alloc_sparse_block_table(torch.zeros((2, 5, 13), dtype=torch.int32))
     k = torch.empty((80, 16, 1, 8))
     assert sparse_block_page_stride(k, torch.empty((80, 16, 1, 8))) == 8
     assert sparse_block_page_stride(k, torch.empty((72, 16, 1, 8))) == 16
-    with pytest.raises(ValueError, match="v_cache: 70 pages"):
+    with pytest.raises(ValueError, match="^v_cache: 70 pages"):
         sparse_block_page_stride(k, torch.empty((70, 16, 1, 8)))
-    with pytest.raises(ValueError, match="decode_query_len"):
+    with pytest.raises(ValueError, match="^topk_idx: total_q = 5 rows must equal num_reqs · "
+                                         "decode_query_len"):
         build_sparse_block_table_decode(torch.zeros((1, 5, 4), dtype=torch.int32, device=DEVICE),
                                         torch.zeros((2, 4), dtype=torch.int32, device=DEVICE),
                                         torch.ones(2, dtype=torch.int32, device=DEVICE), 2)
@@ -477,7 +480,7 @@ def test_index_decode_missing_block_page_stride_is_rejected_and_fresh_outputs():
     kw = dict(inputs, topk=topk, init_blocks=0, local_blocks=1, num_kv_heads=1,
               decode_query_len=Q, max_decode_query_len=1, attention_block_table=attn,
               sparse_block_table_out=table, sparse_context_lens_out=ctx)
-    with pytest.raises(ValueError, match="block_page_stride: missing"):
+    with pytest.raises(ValueError, match="^block_page_stride: missing"):
         index_decode(**kw)
     got = index_decode(**kw, block_page_stride=8)
     assert got.shape == (1, 2, topk) and got.dtype == torch.int32
@@ -494,7 +497,7 @@ def test_index_decode_scores_variants_bitwise_equal():
     for row in range(6):
         nb = cdiv(max(int(inputs["seq_lens"][row // 2]), 0), 128)
         assert torch.equal(a[:, row, :nb].view(torch.int32), b[:, row, :nb].view(torch.int32))
-    with pytest.raises(ValueError, match="variant"):
+    with pytest.raises(ValueError, match="^variant: "):
         index_decode_scores(**args, variant="fast")
 
 
@@ -537,82 +540,99 @@ def _drop(*names):
 
 VALIDATION_CASES = [
     # (id, call kwargs overrides for _valid_call, edit, message regex)
-    ("heads", {}, _bad("num_kv_heads", 2), "num_kv_heads"),
-    ("q_zero", {}, _bad("decode_query_len", 0), "decode_query_len"),
-    ("q_over_max", {"Q": 2, "Qmax": 2}, _bad("max_decode_query_len", 1), "max_decode_query_len"),
+    ("heads", {}, _bad("num_kv_heads", 2), "^num_kv_heads: idx_q has H = 1"),
+    ("q_zero", {}, _bad("decode_query_len", 0),
+     "^decode_query_len: must satisfy 0 < decode_query_len ≤ max_decode_query_len, got 0"),
+    ("q_over_max", {"Q": 2, "Qmax": 2}, _bad("max_decode_query_len", 1),
+     "^decode_query_len: must satisfy 0 < decode_query_len ≤ max_decode_query_len, got 2 and 1"),
     ("total_q", {}, _bad("seq_lens", lambda kw: torch.tensor([300, 129, 5], dtype=torch.int32,
-                                                             device=DEVICE)), "total_q"),
+                                                             device=DEVICE)),
+     "^idx_q: total_q = 2 rows must equal num_reqs · decode_query_len = 3 · 1"),
     ("only_attention", {}, _drop("sparse_block_table_out", "sparse_context_lens_out",
-                                 "block_page_stride"), "sparse_block_table_out.*all present"),
-    ("no_ctx", {}, _drop("sparse_context_lens_out"), "sparse_context_lens_out.*all present"),
-    ("no_attention", {}, _drop("attention_block_table"), "without attention_block_table"),
+                                 "block_page_stride"),
+     "^sparse_block_table_out, sparse_context_lens_out, block_page_stride: missing; "
+     "attention_block_table was given"),
+    ("no_ctx", {}, _drop("sparse_context_lens_out"),
+     "^sparse_context_lens_out: missing; attention_block_table was given"),
+    ("no_attention", {}, _drop("attention_block_table"),
+     "^sparse_block_table_out, sparse_context_lens_out, block_page_stride: given without "
+     "attention_block_table"),
     ("stride_without_table", {"emit": False}, _bad("block_page_stride", 8),
-     "block_page_stride: given without attention_block_table"),
-    ("emit_h2", {"H": 2}, lambda kw: None, r"H == 1"),
-    ("stride_4", {}, _bad("block_page_stride", 4), "block_page_stride: must be 8 or 16"),
-    ("stride_32", {}, _bad("block_page_stride", 32), "block_page_stride: must be 8 or 16"),
+     "^block_page_stride: given without attention_block_table"),
+    ("emit_h2", {"H": 2}, lambda kw: None,
+     r"^attention_block_table: sparse-table emission needs one index head \(H == 1\)"),
+    ("stride_4", {}, _bad("block_page_stride", 4), "^block_page_stride: must be 8 or 16"),
+    ("stride_32", {}, _bad("block_page_stride", 32), "^block_page_stride: must be 8 or 16"),
     ("table_shape", {}, _bad("sparse_block_table_out", lambda kw: _i32(2, 129)),
-     r"sparse_block_table_out: shape must be \(total_q, topk·8\)"),
+     r"^sparse_block_table_out: shape must be \(total_q, topk·8\)"),
     ("table_rows", {}, _bad("sparse_block_table_out", lambda kw: _i32(3, 128)),
-     r"sparse_block_table_out: shape must be \(total_q, topk·8\)"),
+     r"^sparse_block_table_out: shape must be \(total_q, topk·8\)"),
     ("ctx_shape", {}, _bad("sparse_context_lens_out", lambda kw: _i32(2, 1)),
-     r"sparse_context_lens_out: (must be 1-D|shape must be)"),
+     r"^sparse_context_lens_out: (must be 1-D|shape must be)"),
     ("attn_rows", {}, _bad("attention_block_table", lambda kw: _i32(3, 3)),
-     r"attention_block_table: needs num_reqs"),
+     r"^attention_block_table: needs num_reqs"),
     ("attn_1d", {}, _bad("attention_block_table", lambda kw: _i32(6)),
-     r"attention_block_table: must be 2-D"),
+     r"^attention_block_table: must be 2-D"),
     ("attn_dtype", {}, _bad("attention_block_table",
                             lambda kw: kw["attention_block_table"].long()),
-     "attention_block_table: dtype must be int32"),
+     "^attention_block_table: dtype must be int32"),
     ("table_dtype", {}, _bad("sparse_block_table_out",
                              lambda kw: kw["sparse_block_table_out"].long()),
-     "sparse_block_table_out: dtype must be int32"),
+     "^sparse_block_table_out: dtype must be int32"),
     ("ctx_dtype", {}, _bad("sparse_context_lens_out",
                            lambda kw: kw["sparse_context_lens_out"].float()),
-     "sparse_context_lens_out: dtype must be int32"),
+     "^sparse_context_lens_out: dtype must be int32"),
     ("attn_device", {}, _bad("attention_block_table",
                              lambda kw: torch.empty((2, 3), dtype=torch.int32, device="meta")),
-     "attention_block_table: must be on (the same device|a GPU)"),
+     "^attention_block_table: must be on (the same device|a GPU)"),
     ("table_device", {}, _bad("sparse_block_table_out",
                               lambda kw: torch.empty((2, 128), dtype=torch.int32, device="meta")),
-     "sparse_block_table_out: must be on (the same device|a GPU)"),
+     "^sparse_block_table_out: must be on (the same device|a GPU)"),
     ("ctx_device", {}, _bad("sparse_context_lens_out",
                             lambda kw: torch.empty((2,), dtype=torch.int32, device="meta")),
-     "sparse_context_lens_out: must be on (the same device|a GPU)"),
+     "^sparse_context_lens_out: must be on (the same device|a GPU)"),
     ("table_col_stride", {}, _bad("sparse_block_table_out", lambda kw: _i32(2, 256)[:, ::2]),
-     "sparse_block_table_out: rows must be contiguous"),
+     "^sparse_block_table_out: rows must be contiguous"),
     ("attn_col_stride", {}, _bad("attention_block_table", lambda kw: _i32(2, 6)[:, ::2]),
-     "attention_block_table: rows must be contiguous"),
+     "^attention_block_table: rows must be contiguous"),
     ("ctx_stride", {}, _bad("sparse_context_lens_out", lambda kw: _i32(4)[::2]),
-     "sparse_context_lens_out: must have unit stride"),
-    ("max_block", {}, _bad("max_seq_len", 65535 * 128 - 127), "65535"),
+     "^sparse_context_lens_out: must have unit stride"),
+    ("max_block", {}, _bad("max_seq_len", 65535 * 128 - 127),
+     r"^max_seq_len: cdiv\(8388353, 128\) = 65535 sparse blocks; must be < 65535"),
     ("attn_narrow", {}, _bad("attention_block_table", lambda kw: _i32(2, 2)),
-     r"attention_block_table: has 2 columns; needs ≥ max_block"),
-    ("counter_1d", {}, _bad("completion_counter", lambda kw: _i32(2)), "completion_counter"),
-    ("counter_heads", {}, _bad("completion_counter", lambda kw: _i32(2, 2)), "completion_counter"),
-    ("counter_short", {}, _bad("completion_counter", lambda kw: _i32(1, 1)), "completion_counter"),
+     r"^attention_block_table: has 2 columns; needs ≥ max_block"),
+    ("counter_1d", {}, _bad("completion_counter", lambda kw: _i32(2)),
+     "^completion_counter: must be 2-D"),
+    ("counter_heads", {}, _bad("completion_counter", lambda kw: _i32(2, 2)),
+     r"^completion_counter: shape must be \[H = 1, ≥ total_q = 2\], got \(2, 2\)"),
+    ("counter_short", {}, _bad("completion_counter", lambda kw: _i32(1, 1)),
+     r"^completion_counter: shape must be \[H = 1, ≥ total_q = 2\], got \(1, 1\)"),
     ("counter_dtype", {}, _bad("completion_counter",
                                lambda kw: torch.zeros((1, 2), dtype=torch.int64, device=DEVICE)),
-     "completion_counter"),
+     "^completion_counter: dtype must be int32"),
     ("counter_device", {}, _bad("completion_counter",
                                 lambda kw: torch.zeros((1, 2), dtype=torch.int32, device="meta")),
-     "completion_counter"),
+     "^completion_counter: must be on (the same device|a GPU)"),
     ("counter_noncontig", {}, _bad("completion_counter", lambda kw: _i32(1, 4)[:, ::2]),
-     "completion_counter"),
-    ("out_shape", {}, _bad("out", lambda kw: _i32(1, 2, 8)), "out: shape must be"),
+     "^completion_counter: must be contiguous"),
+    ("out_shape", {}, _bad("out", lambda kw: _i32(1, 2, 8)), "^out: shape must be"),
     ("out_dtype", {}, _bad("out", lambda kw: torch.zeros((1, 2, 16), dtype=torch.int64,
-                                                         device=DEVICE)), "out: dtype must be int32"),
-    ("hardware", {}, _bad("hardware", "sm_100"), "hardware: unknown target"),
+                                                         device=DEVICE)),
+     "^out: dtype must be int32"),
+    ("hardware", {}, _bad("hardware", "sm_100"), "^hardware: unknown target"),
     # first failing check wins: partial sparse set (item 3) before max_block (item 5)
     ("order", {}, lambda kw: (kw.pop("sparse_context_lens_out"),
                               kw.__setitem__("max_seq_len", 65535 * 128)),
-     "sparse_context_lens_out.*all present"),
+     "^sparse_context_lens_out: missing; attention_block_table was given"),
 ]
 
 
 @pytest.mark.parametrize("case", VALIDATION_CASES, ids=[c[0] for c in VALIDATION_CASES])
 def test_index_decode_rejects(case):
+    """§5: a ValueError whose message starts with the argument's name (the first failing check
+    wins)."""
     _, base, edit, pattern = case
+    assert pattern.startswith("^"), "anchor every pattern at the start of the message"
     kw = _valid_call(**base)
     edit(kw)
     with pytest.raises(ValueError, match=pattern):
@@ -621,9 +641,14 @@ def test_index_decode_rejects(case):
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="CPU-tensor rule only matters without a GPU")
 def test_cpu_tensors_need_interpreter(monkeypatch):
+    """The device is checked where a plan is made: requesting ``monkeypatch`` makes conftest's
+    _forget_patched_plans clear every plan first, so no earlier call of this key hides it.
+    (Whether a cached plan must check TRITON_INTERPRET again on each call is a product
+    question, not pinned here.)"""
     kw = _valid_call(emit=False)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+    with pytest.raises(ValueError, match=r"^idx_q: must be on a GPU device \(CPU tensors need "
+                                         r"TRITON_INTERPRET=1\)"):
         index_decode(**kw)
 
 
@@ -754,7 +779,7 @@ def test_explain_index_decode_scorer_choice(R, scorer, warps, stages, H, Qmax):
         assert e["program_budget"] == (1024 if R <= 8 else 768) and e["kv_chunks"] is None
     else:
         assert e["program_budget"] is None
-    with pytest.raises(ValueError, match="hardware"):
+    with pytest.raises(ValueError, match="^hardware: unknown target"):
         generated.explain_index_decode("gfx942", BF16, BF16, 128, R, 100, R, H, 16, Qmax)
 
 
@@ -804,14 +829,18 @@ def _gpu_decode_inputs(R, Q, H, max_seq_len, D=128, seed=0):
     return q, cache, block_table.reshape(R, max_block).to(torch.int32), max_block
 
 
-def _gpu_seq_lens(R, max_seq_len, seed, Q):
+def _gpu_seq_lens(R, max_seq_len, seed, Q, spread=False):
+    """Random lengths with the capacity, a padding request, speculative rows with
+    query_pos < 0 and a 130-block request among them: in requests 0..3, or with ``spread`` in
+    requests that change with the seed (each request is padding for some seeds, not others)."""
     g = torch.Generator().manual_seed(seed)
     lens = torch.randint(1, max_seq_len + 1, (R,), generator=g)
-    lens[0] = max_seq_len  # capacity
+    at = torch.randperm(R, generator=g).tolist() if spread else list(range(R))
+    lens[at[0]] = max_seq_len  # capacity
     if R > 3:
-        lens[1] = 0  # padding request
-        lens[2] = Q - 2 if Q > 2 else 1  # speculative rows with query_pos < 0
-        lens[3] = 129 * 128 + 1
+        lens[at[1]] = 0  # padding request
+        lens[at[2]] = Q - 2 if Q > 2 else 1  # speculative rows with query_pos < 0
+        lens[at[3]] = 129 * 128 + 1
     return lens.clamp(max=max_seq_len).to(torch.int32).cuda()
 
 
@@ -827,8 +856,8 @@ def test_gpu_selector_exact_large(cfg):
     if cfg[2]:
         max_block = min(max_block, cfg[0] * cfg[1])
     S = cdiv(max_block, 16) * 16
-    torch.manual_seed(0)
-    scores = torch.randn((H, R * Q, S), device="cuda")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    scores = torch.randn((H, R * Q, S), generator=g, device="cuda")
     scores[:, :, ::97] = 0.5
     scores[:, ::5, 3] = float("nan")
     scores[:, ::7, 5] = -0.0
@@ -904,6 +933,14 @@ class _GraphedDecode:
         self.graph, self.result = capture(self._call)
         assert self.result.data_ptr() == self.out.data_ptr()
 
+    def replay(self):
+        """Poison every output, then replay: a replay that skips a write leaves the poison."""
+        self.out.fill_(POISON_OUT)
+        if self.emit:
+            self.kw["sparse_block_table_out"].fill_(POISON_TABLE)
+            self.kw["sparse_context_lens_out"].fill_(POISON_TABLE)
+        self.graph.replay()
+
     def _call(self, counter=None, out=None, kw=None):
         return index_decode(self.q, self.cache, self.block_table, self.seq_lens, self.max_seq_len,
                             16, 0, 1, self.H, self.Q, self.Q,
@@ -914,11 +951,12 @@ class _GraphedDecode:
     def check_against_eager(self):
         eager_kw = {}
         if self.emit:
-            eager_kw = dict(self.kw, sparse_block_table_out=torch.empty_like(
-                self.kw["sparse_block_table_out"]), sparse_context_lens_out=torch.empty_like(
-                self.kw["sparse_context_lens_out"]))
+            eager_kw = dict(self.kw, sparse_block_table_out=torch.full_like(
+                self.kw["sparse_block_table_out"], POISON_TABLE),
+                sparse_context_lens_out=torch.full_like(
+                self.kw["sparse_context_lens_out"], POISON_TABLE))
         eager = self._call(counter=torch.zeros_like(self.counter),
-                           out=torch.empty_like(self.out), kw=eager_kw)
+                           out=torch.full_like(self.out, POISON_OUT), kw=eager_kw)
         torch.cuda.synchronize()
         assert torch.equal(self.result, eager)
         if self.emit:
@@ -931,17 +969,22 @@ class _GraphedDecode:
 @pytest.mark.parametrize("hardware", [None, "gfx950"])
 def test_gpu_graph_replay_mutated_seq_lens(hardware):
     """Capture once, mutate seq_lens in place (single- and multi-chunk rows, padding, empty
-    speculative rows), replay: equals eager; counter zero after every replay (§12.8)."""
+    speculative rows, in requests that change between replays), replay into poisoned outputs:
+    equals eager; counter zero after every replay (§12.8)."""
     R, Q, H, max_seq_len = 64, 4, 1, 128 * 1024
     gd = _GraphedDecode(R, Q, H, max_seq_len, hardware, emit=True, seed=3)
+    # lengths other than the warm-ups' (which wrote the outputs the graph would leave alone)
+    gd.seq_lens.copy_(_gpu_seq_lens(R, max_seq_len, 103, Q, spread=True))
     ref = dense_scores(gd.q, gd.cache, gd.block_table, gd.seq_lens, Q, gd.max_block, 0, 1)
-    gd.graph.replay()
+    gd.replay()
     torch.cuda.synchronize()
     assert int(gd.counter.abs().sum()) == 0
     assert_topk_sets_match(gd.result, ref, gd.seq_lens, Q, 16, tol=1e-3)
+    gd.check_against_eager()
     for seed in range(4, 10):
-        gd.seq_lens.copy_(_gpu_seq_lens(R, max_seq_len if seed % 2 else 4000, seed, Q))
-        gd.graph.replay()
+        gd.seq_lens.copy_(_gpu_seq_lens(R, max_seq_len if seed % 2 else 4000, seed, Q,
+                                        spread=True))
+        gd.replay()
         torch.cuda.synchronize()
         assert int(gd.counter.abs().sum()) == 0
         gd.check_against_eager()
@@ -959,8 +1002,9 @@ def test_gpu_many_alternating_replays_counter_zero():
     for i in range(300):
         g = graphs[i % 3]
         if i % 10 == 0:
-            g.seq_lens.copy_(_gpu_seq_lens(g.seq_lens.shape[0], g.max_seq_len, 100 + i, g.Q))
-        g.graph.replay()
+            g.seq_lens.copy_(_gpu_seq_lens(g.seq_lens.shape[0], g.max_seq_len, 100 + i, g.Q,
+                                           spread=True))
+        g.replay()
         if i % 25 == 0:
             torch.cuda.synchronize()
             assert all(int(x.counter.abs().sum()) == 0 for x in graphs)

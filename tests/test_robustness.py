@@ -26,7 +26,7 @@ import torch
 import generated
 from decode_inputs import DEVICE, make_decode_inputs, virtual_tensor
 from reference_index import ref_decode_scores
-from reference_topk import reference_sparse_table, reference_topk
+from reference_topk import assert_topk_sets_match, reference_sparse_table, reference_topk
 
 HAS_CUDA = torch.cuda.is_available()
 TRIALS = 3 if not HAS_CUDA else 12
@@ -97,7 +97,9 @@ def assert_named(exc_type, name, fn, **kwargs):
 
 # ---- decode entries -----------------------------------------------------------------------------
 
-LENS = [0, 130, 301, 7]  # a padding request, spec rows with query_pos < 0 (7 with Q = 2 is fine)
+# a padding request (seq_len 0), and a request shorter than Q = 2: its first row has
+# query_pos -1, an empty row of a request that is not padding
+LENS = [0, 130, 301, 1]
 Q = QMAX = 2
 TOPK = 4
 
@@ -339,30 +341,51 @@ SCORE_LAUNCHES = [
 ]
 
 
+CAPACITY_CASES = [
+    # (lengths the inputs are drawn for, spare tokens of max_seq_len, seq_lens of the call)
+    ([300, 1000], 5, [300, 5000]),  # issue 11: max_seq_len 1005, capacity 8 blocks = 1024
+    ([300, 1024], 0, [1024, 1025]),  # exactly at the capacity, and one token past it
+]
+
+
+@pytest.mark.parametrize("local_blocks", [0, 1])
+@pytest.mark.parametrize("case", range(len(CAPACITY_CASES)))
 @pytest.mark.parametrize("launch", range(len(SCORE_LAUNCHES)))
-def test_seq_len_beyond_capacity_is_clamped(launch):
-    """Issue 11's crash: seq_lens [300, 5000] with max_seq_len 1005 (capacity 8 blocks). Every
-    kernel computes request 1 as if its length were the capacity, 1024."""
-    inputs, attn, max_block = make_decode_inputs(1, 1, [300, 1000], seed=5, attention_table=True)
-    assert max_block == 8 and inputs["max_seq_len"] == 1005
-    table = dict(attention_block_table=attn, block_page_stride=8)
-
-    def run(lens):
-        total_q = len(lens)
-        ctx = torch.full((total_q,), -9, dtype=torch.int32, device=DEVICE)
-        tab = torch.full((total_q, TOPK * 8), -9, dtype=torch.int32, device=DEVICE)
-        ids = generated.index_decode_with_launch(
-            SCORE_LAUNCHES[launch], None, **dict(inputs, seq_lens=torch.tensor(
-                lens, dtype=torch.int32, device=DEVICE)), topk=TOPK, init_blocks=0,
-            local_blocks=1, num_kv_heads=1, decode_query_len=1, max_decode_query_len=1,
-            sparse_block_table_out=tab, sparse_context_lens_out=ctx, **table)
-        return ids, tab, ctx
-
-    got = run([300, 5000])
-    want = run([300, 1024])
-    for a, b in zip(got, want):
-        assert torch.equal(a, b)
-    assert int(got[2][1]) > 0
+def test_seq_len_beyond_capacity_is_clamped(launch, case, local_blocks):
+    """Issue 11's crash: seq_lens [300, 5000] with max_seq_len 1005 (capacity 8 blocks). §13.2:
+    every kernel computes a request past the capacity as if its length were the capacity,
+    1024 (query positions, visible blocks, forcing, the page-16 row and ctx): ids, table and
+    context lengths equal the independent references' for the clamped lengths, as they do for
+    a request exactly at the capacity."""
+    drawn, extra, lens = CAPACITY_CASES[case]
+    inputs, attn, max_block = make_decode_inputs(1, 1, drawn, seed=5, extra_tokens=extra,
+                                                 attention_table=True)
+    assert max_block == 8
+    inputs["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=DEVICE)
+    clamped = inputs["seq_lens"].cpu().clamp(max=max_block * 128)
+    assert int(clamped.max()) == max_block * 128
+    total_q = len(lens)
+    out = torch.full((1, total_q, TOPK), -9, dtype=torch.int32, device=DEVICE)
+    tab = torch.full((total_q, TOPK * 8), -9, dtype=torch.int32, device=DEVICE)
+    ctx = torch.full((total_q,), -9, dtype=torch.int32, device=DEVICE)
+    ids = generated.index_decode_with_launch(
+        SCORE_LAUNCHES[launch], None, **inputs, topk=TOPK, init_blocks=0,
+        local_blocks=local_blocks, num_kv_heads=1, decode_query_len=1, max_decode_query_len=1,
+        out=out, attention_block_table=attn, sparse_block_table_out=tab,
+        sparse_context_lens_out=ctx, block_page_stride=8)
+    assert ids.data_ptr() == out.data_ptr()
+    ref = ref_decode_scores(inputs["idx_q"], inputs["index_kv_cache"], inputs["block_table"],
+                            inputs["seq_lens"], 0, local_blocks, 1, inputs["max_seq_len"])
+    dense = torch.where(ref.isnan(), float("-inf"), ref)
+    want = reference_topk(dense, clamped, 1, TOPK)
+    if HAS_CUDA:  # tensor-core sums may swap near ties: the table follows the kernel's ids
+        assert_topk_sets_match(out, dense, clamped, 1, TOPK, tol=1e-5)
+        want = out.cpu()
+    assert torch.equal(out.cpu(), want)
+    want_tab, want_ctx = reference_sparse_table(want, attn, clamped, 1, 8,
+                                                capacity_blocks=max_block)
+    assert torch.equal(tab.cpu(), want_tab) and torch.equal(ctx.cpu(), want_ctx)
+    assert int(want_ctx[1]) > 0
 
 
 def scores(inputs, variant):
@@ -511,14 +534,19 @@ def test_router_any_layout(seed):
     torch.testing.assert_close(got, expected, **ROUTER_TOL)
 
 
+def _randn(shape, g):
+    return torch.randn(shape, generator=g).to(DEVICE)
+
+
 def test_router_storage_offset_and_types():
     K, N = ROUTER_SHAPE
-    big = torch.randn((5, K), device=DEVICE)
-    w = torch.randn((N, K), device=DEVICE)
+    g = torch.Generator().manual_seed(21)
+    big = _randn((5, K), g)
+    w = _randn((N, K), g)
     x = big[1:4]  # contiguous, storage offset K (and an odd offset below)
     torch.testing.assert_close(generated.router_gemm(x, w), generated.router_gemm(x.clone(), w),
                                **ROUTER_TOL)
-    flat = torch.randn((3 * K + 1,), device=DEVICE)
+    flat = _randn((3 * K + 1,), g)
     x_odd = flat[1:].view(3, K)  # 4-byte aligned only
     torch.testing.assert_close(generated.router_gemm(x_odd, w),
                                generated.router_gemm(x_odd.clone(), w), **ROUTER_TOL)
@@ -546,16 +574,17 @@ def test_router_logits_names_what_the_linear_fallback_cannot_take():
     or devices it cannot multiply: router_logits refuses those by name first, and keeps the
     fallback for everything it can (other shapes, batch dims, dtypes)."""
     K, N = ROUTER_SHAPE
-    w = torch.randn((N, K), device=DEVICE)
-    x = torch.randn((3, K), device=DEVICE)
+    g = torch.Generator().manual_seed(22)
+    w = _randn((N, K), g)
+    x = _randn((3, K), g)
     for kwargs, name in ((dict(hidden_states=x[:, :-1], router_weight=w),
                           "hidden_states/router_weight"),
                          (dict(hidden_states=x, router_weight=w[None]), "router_weight"),
                          (dict(hidden_states=x, router_weight=w.to("meta")), "router_weight")):
         assert_named(ValueError, name, generated.router_logits, **kwargs)
-    batched = torch.randn((2, 3, K), device=DEVICE)
+    batched = _randn((2, 3, K), g)
     torch.testing.assert_close(generated.router_logits(batched, w), batched @ w.T, **ROUTER_TOL)
-    odd, w_odd = torch.randn((5, 40), device=DEVICE), torch.randn((6, 40), device=DEVICE)
+    odd, w_odd = _randn((5, 40), g), _randn((6, 40), g)
     torch.testing.assert_close(generated.router_logits(odd, w_odd.double()), odd @ w_odd.T,
                                **ROUTER_TOL)
 
@@ -790,7 +819,8 @@ def test_views_with_a_pending_negation_and_non_strided_tensors_are_refused():
     nested = torch.nested.nested_tensor(list(q.unbind(0)))
     assert_named(ValueError, "idx_q", generated.index_decode, **{**base, "idx_q": nested})
     K, N = ROUTER_SHAPE
-    x, w = torch.randn((3, K), device=DEVICE), torch.randn((N, K), device=DEVICE)
+    g = torch.Generator().manual_seed(23)
+    x, w = _randn((3, K), g), _randn((N, K), g)
     generated.router_gemm(x, w)
     for odd in (x.to_sparse(), x.to_sparse_csr(), torch.nested.nested_tensor(list(x))):
         assert_named(ValueError, "hidden_states", generated.router_gemm, hidden_states=odd,
@@ -1187,7 +1217,7 @@ def test_sparse_attn_with_launch_names_its_mode_and_arguments(launches_fail):
                      **_attn_inputs("decode"))
     args = _attn_inputs("decode")
     del args["output"]
-    with pytest.raises(TypeError, match="output"):  # was a KeyError
+    with pytest.raises(TypeError, match="^missing a required argument: 'output'"):  # was a KeyError
         sa.sparse_attn_with_launch(ATTN, "decode", **args)
 
 
@@ -1257,11 +1287,13 @@ def test_the_prefill_selector_refuses_more_heads_than_its_grid_holds():
 
 @pytest.mark.filterwarnings("ignore:All-NaN slice encountered")  # (the interpreter's max)
 def test_a_nan_query_scores_nan_at_whole_blocks_and_minus_inf_at_partial_ones():
-    """docs/KERNELS.md §4: the block maximum skips NaN products and counts masked keys as −inf,
+    """docs/KERNELS.md §3: the block maximum skips NaN products and counts masked keys as −inf,
     so a row whose query holds a NaN scores NaN at each block it sees whole and −inf at the
     block it sees in part, in the decode and the prefill scorers alike; its ids are then the
-    whole blocks, lowest first, then the partial one."""
-    from test_index_prefill import make_inputs
+    whole blocks, lowest first, then the partial one. Scores and ids equal the independent
+    references' (which skip NaN the same way) on every written entry."""
+    from reference_prefill import ref_prefill_scores, ref_prefill_topk
+    from test_index_prefill import TWO, make_inputs, score_args, stream
 
     inputs, _, _ = make_decode_inputs(1, 1, [300], seed=1, attention_table=True)
     inputs["idx_q"][0, 0, 0] = float("nan")
@@ -1270,13 +1302,38 @@ def test_a_nan_query_scores_nan_at_whole_blocks_and_minus_inf_at_partial_ones():
                                   "max_seq_len")},
         init_blocks=0, local_blocks=0, decode_query_len=1, max_decode_query_len=1)
     assert scores[0, 0, :2].isnan().all() and scores[0, 0, 2].item() == float("-inf")
+    ref, written = ref_decode_scores(inputs["idx_q"], inputs["index_kv_cache"],
+                                     inputs["block_table"], inputs["seq_lens"], 0, 0, 1,
+                                     inputs["max_seq_len"], return_written=True)
+    assert ref[0, 0, :3].isnan().tolist() == [True, True, False]
+    torch.testing.assert_close(scores[written.to(DEVICE)].cpu(), ref[written], rtol=0, atol=0,
+                               equal_nan=True)
+    out = torch.full((1, 1, TOPK), -9, dtype=torch.int32, device=DEVICE)
+    _call(inputs, local_blocks=0, out=out)
+    want = reference_topk(torch.where(written, ref, float("-inf")), inputs["seq_lens"], 1, TOPK)
+    assert want[0, 0].tolist() == [0, 1, 2, -1] and torch.equal(out.cpu(), want)
 
     inp = make_inputs([250], [20], H=1, seed=3)  # row 16 sits at 266: blocks 0, 1 whole, 2 part
     inp["idx_q"][16, 0, 0] = float("nan")
     scores = generated.index_prefill_score(**inp)
     assert scores[0, 16, :2].isnan().all() and scores[0, 16, 2].item() == float("-inf")
-    ids = generated.index_prefill(**inp, topk=3, init_blocks=0, local_blocks=0)
-    assert ids[0, 16].tolist() == [0, 1, 2]
+    ref, written = ref_prefill_scores(**score_args(inp), max_seq_len=inp["max_seq_len"],
+                                      return_written=True)
+    assert ref[0, 16].isnan().tolist() == [True, True, False]
+    torch.testing.assert_close(scores[:, :, :ref.shape[2]][written].double(), ref[written],
+                               rtol=1e-6, atol=1e-4, equal_nan=True)
+    want = ref_prefill_topk(torch.where(written, ref, float("-inf")).float(),
+                            inp["cu_seqlens_q"], inp["prefix_lens"], 3, 0, 0,
+                            capacity=ref.shape[2])
+    assert want[0, 16].tolist() == [0, 1, 2]
+    for launch in (TWO, stream(16)):
+        out = torch.full((1, 20, 3), -9, dtype=torch.int32, device=DEVICE)
+        generated.prefill_indexer.index_prefill_with_launch(
+            launch, **inp, topk=3, init_blocks=0, local_blocks=0, out=out)
+        assert torch.equal(out[:, 16].cpu(), want[:, 16]), launch
+        assert torch.equal(out.cpu(), ref_prefill_topk(scores, inp["cu_seqlens_q"],
+                                                       inp["prefix_lens"], 3, 0, 0,
+                                                       capacity=ref.shape[2])), launch
 
 
 def test_hardware_is_named_even_where_nothing_launches():

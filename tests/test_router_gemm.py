@@ -83,6 +83,12 @@ def seed_of(*parts) -> int:
     return zlib.crc32(repr(parts).encode())
 
 
+def randn(*shape, seed, device=None):
+    """A seeded N(0, 1) tensor (drawn on the CPU, so the same on every device)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(device or DEVICE)
+
+
 def make_inputs(K, N, M, x_dtype, *, seed, device=DEVICE, w_dtype=torch.float32):
     """x ~ randn [M, K] in x_dtype; w ~ 0.02·randn [N, K] (router-like logit scale ~1-2)."""
     g = torch.Generator().manual_seed(seed)
@@ -280,7 +286,7 @@ def test_router_gemm_matches_reference(shape, M, dtype_name):
 def test_zero_tokens_launches_nothing(shape, dtype_name, kernel_spy):
     K, N = shape
     x = torch.empty(0, K, dtype=DTYPES[dtype_name], device=DEVICE)
-    w = torch.randn(N, K, device=DEVICE)
+    w = randn(N, K, seed=seed_of("zero", shape))
     out = router_gemm(x, w)
     assert out.shape == (0, N) and out.dtype == torch.float32 and out.device == x.device
     assert kernel_spy.calls == []
@@ -288,15 +294,20 @@ def test_zero_tokens_launches_nothing(shape, dtype_name, kernel_spy):
 
 
 def test_output_is_fresh_and_inputs_untouched():
+    """Each call returns a new tensor: a later call (on other inputs) leaves an earlier
+    result as it was; the inputs are not written; equal inputs give equal logits."""
     K, N = 4096, 8
     x, w = make_inputs(K, N, 7, torch.bfloat16, seed=seed_of("fresh"))
+    x2, _ = make_inputs(K, N, 7, torch.bfloat16, seed=seed_of("fresh", 2))
     x0, w0 = x.clone(), w.clone()
     a = router_gemm(x, w)
-    b = router_gemm(x, w)
-    assert a.data_ptr() != b.data_ptr()
-    assert torch.equal(a, b)  # deterministic
+    a0 = a.clone()
+    b = router_gemm(x2, w)  # a persistent output buffer would overwrite a here
+    assert torch.equal(a, a0) and not torch.equal(a, b)
+    assert torch.equal(router_gemm(x, w), a)  # deterministic
     assert torch.equal(x, x0) and torch.equal(w, w0)
     check_logits(a, x, w)
+    check_logits(b, x2, w)
 
 
 # -------------------------------------------------------------------------------------------
@@ -325,7 +336,7 @@ def test_topk_checker_allows_only_near_ties():
 
 
 def _t(M, K, dtype=torch.float32, device=None):
-    return torch.randn(M, K, device=device or DEVICE).to(dtype)
+    return randn(M, K, seed=seed_of("t", M, K), device=device).to(dtype)
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -333,17 +344,19 @@ def _meta(*shape, dtype=torch.float32):
 
 
 def _noncontig(M, K, dtype=torch.float32):
-    return torch.randn(K, M, device=DEVICE).to(dtype).t()
+    return randn(K, M, seed=seed_of("noncontig", M, K)).to(dtype).t()
 
 
-# id -> (builder returning (x, w), fragments the message must contain)
+# id -> (builder returning (x, w), [the argument the message starts with, then fragments the
+# message must contain])
+SHAPE_NAME = "hidden_states/router_weight"  # the shape check names both arguments
 REJECTIONS = {
     # row 2: both 2-D
-    "x_1d": (lambda: (torch.randn(4096, device=DEVICE), _t(8, 4096)), ["hidden_states", "2-D"]),
-    "x_3d": (lambda: (torch.randn(2, 3, 4096, device=DEVICE), _t(8, 4096)),
+    "x_1d": (lambda: (randn(4096, seed=1), _t(8, 4096)), ["hidden_states", "2-D"]),
+    "x_3d": (lambda: (randn(2, 3, 4096, seed=2), _t(8, 4096)),
              ["hidden_states", "2-D"]),
-    "w_1d": (lambda: (_t(3, 4096), torch.randn(4096, device=DEVICE)), ["router_weight", "2-D"]),
-    "w_3d": (lambda: (_t(3, 4096), torch.randn(1, 8, 4096, device=DEVICE)),
+    "w_1d": (lambda: (_t(3, 4096), randn(4096, seed=3)), ["router_weight", "2-D"]),
+    "w_3d": (lambda: (_t(3, 4096), randn(1, 8, 4096, seed=4)),
              ["router_weight", "2-D"]),
     "x_not_tensor": (lambda: ([[0.0] * 4096], _t(8, 4096)), ["hidden_states"]),
     # row 3: x dtype in {bf16, fp32}
@@ -368,20 +381,20 @@ REJECTIONS = {
     "w_noncontiguous": (lambda: (_t(3, 4096), _noncontig(8, 4096)),
                         ["router_weight", "contiguous"]),
     # row 8: supported (K, N) and w.shape[1] == K
-    "shape_k_unsupported": (lambda: (_t(3, 2048), _t(8, 2048)), ["shape"]),
-    "shape_n_unsupported": (lambda: (_t(3, 4096), _t(16, 4096)), ["shape"]),
-    "shape_w_hidden_mismatch": (lambda: (_t(3, 4096), _t(8, 3072)), ["shape"]),
-    "shape_w_transposed": (lambda: (_t(3, 4096), _t(4096, 8)), ["shape"]),
-    "shape_swapped_pair": (lambda: (_t(3, 256), _t(3072, 256)), ["shape"]),
+    "shape_k_unsupported": (lambda: (_t(3, 2048), _t(8, 2048)), [SHAPE_NAME, "shape"]),
+    "shape_n_unsupported": (lambda: (_t(3, 4096), _t(16, 4096)), [SHAPE_NAME, "shape"]),
+    "shape_w_hidden_mismatch": (lambda: (_t(3, 4096), _t(8, 3072)), [SHAPE_NAME, "shape"]),
+    "shape_w_transposed": (lambda: (_t(3, 4096), _t(4096, 8)), [SHAPE_NAME, "shape"]),
+    "shape_swapped_pair": (lambda: (_t(3, 256), _t(3072, 256)), [SHAPE_NAME, "shape"]),
     # row 9: 0 <= M <= 32
     "M33": (lambda: (_t(33, 4096), _t(8, 4096)), ["hidden_states", "num_tokens"]),
     "M64_bf16": (lambda: (_t(64, 3072, torch.bfloat16), _t(256, 3072)),
                  ["hidden_states", "num_tokens"]),
     # order: the first failing check wins
-    "order_rank_before_dtype": (lambda: (torch.randn(2, 3, 4096, device=DEVICE).half(),
+    "order_rank_before_dtype": (lambda: (randn(2, 3, 4096, seed=5).half(),
                                          _t(8, 4096, torch.bfloat16)), ["hidden_states", "2-D"]),
     "order_w_rank_before_x_dtype": (lambda: (_t(3, 4096, torch.float16),
-                                             torch.randn(4096, device=DEVICE)),
+                                             randn(4096, seed=6)),
                                     ["router_weight", "2-D"]),
     "order_x_dtype_before_w_dtype": (lambda: (_t(3, 4096, torch.float16),
                                               _t(8, 4096, torch.bfloat16)),
@@ -397,7 +410,7 @@ REJECTIONS = {
                                       ["hidden_states", "contiguous"]),
     "order_contiguous_before_num_tokens": (lambda: (_t(40, 4096), _noncontig(8, 4096)),
                                            ["router_weight", "contiguous"]),
-    "order_shape_before_num_tokens": (lambda: (_t(40, 2048), _t(8, 2048)), ["shape"]),
+    "order_shape_before_num_tokens": (lambda: (_t(40, 2048), _t(8, 2048)), [SHAPE_NAME, "shape"]),
 }
 
 
@@ -409,13 +422,14 @@ def test_validation_rejects(case, no_kernel):
     with pytest.raises(TypeError if case.endswith("not_tensor") else ValueError) as info:
         router_gemm(x, w)
     message = str(info.value)
-    for fragment in fragments:
+    assert message.startswith(fragments[0] + ": "), f"{message!r} does not start with " \
+        f"{fragments[0]!r}"
+    for fragment in fragments[1:]:
         assert fragment in message, f"{fragment!r} not in {message!r}"
-    if fragments == ["shape"]:
-        # §11 row 8: the error lists the five supported pairs and names both arguments.
+    if fragments[0] == SHAPE_NAME:
+        # §11 row 8: the error lists the supported pairs.
         for K, N in SPEC_SHAPES:
             assert f"({K}, {N})" in message
-        assert "hidden_states" in message and "router_weight" in message
     if case.startswith("order_"):
         # nothing later in the list leaks into the first error
         assert "num_tokens" not in message or "num_tokens" in fragments
@@ -428,7 +442,7 @@ def test_cpu_tensors_accepted_only_when_interpreting(monkeypatch, no_kernel):
     for value in ("0", ""):
         monkeypatch.setenv("TRITON_INTERPRET", value)
         assert not can_use_router_gemm(x, w)
-        with pytest.raises(ValueError, match="hidden_states.*GPU"):
+        with pytest.raises(ValueError, match="^hidden_states: must be on a GPU"):
             router_gemm(x, w)
         info = explain_router_logits(x, w)
         assert info["path"] == "linear" and "GPU" in info["reason"]
@@ -444,14 +458,14 @@ def test_cpu_tensors_rejected_without_interpreter(monkeypatch, no_kernel):
     assert not can_use_router_gemm(x, w)
     with pytest.raises(ValueError) as info:
         router_gemm(x, w)
-    assert "hidden_states" in str(info.value) and "device" in str(info.value)
+    assert str(info.value).startswith("hidden_states: must be on a GPU device"), info.value
 
 
 def test_unknown_hardware_rejected():
     x, w = make_inputs(4096, 8, 2, torch.float32, seed=seed_of("hw"))
-    with pytest.raises(ValueError, match="hardware"):
+    with pytest.raises(ValueError, match="^hardware: unknown target"):
         router_gemm(x, w, hardware="sm_100_unknown")
-    with pytest.raises(ValueError, match="hardware"):
+    with pytest.raises(ValueError, match="^hardware: unknown target"):
         explain_router_gemm(4096, 8, 2, "tpu")
 
 
@@ -572,12 +586,12 @@ def test_hardware_aliases_resolve():
 
 @pytest.mark.parametrize("M", [0, -1, 33, 128])
 def test_explain_rejects_token_counts(M):
-    with pytest.raises(ValueError, match="num_tokens"):
+    with pytest.raises(ValueError, match="^num_tokens: must be in 1..32"):
         explain_router_gemm(4096, 8, M, "gfx950")
 
 
 def test_explain_rejects_unsupported_shape():
-    with pytest.raises(ValueError, match="unsupported shape"):
+    with pytest.raises(ValueError, match="^hidden_size/num_experts: unsupported shape"):
         explain_router_gemm(4096, 16, 4, "gfx950")
 
 
@@ -872,11 +886,11 @@ def test_generic_table_uses_the_per_expert_kernel():
 def test_splitk_launcher_rejects_bad_tiles(no_kernel):
     x, w = make_inputs(4096, 8, 17, torch.float32, seed=seed_of("splitk-bad"))
     out = torch.empty(17, 8, device=DEVICE)
-    with pytest.raises(ValueError, match="block_m"):  # one row tile: M ≤ block_m
+    with pytest.raises(ValueError, match="^block_m: "):  # one row tile: M ≤ block_m
         launch_router_gemm_splitk(x, w, out, **splitk_params(16, split_k=2))
-    with pytest.raises(ValueError, match="split_k"):  # 1024·8 does not divide 4096
+    with pytest.raises(ValueError, match="^block_k/split_k: "):  # 1024·8 does not divide 4096
         launch_router_gemm_splitk(x, w, out, **splitk_params(17, block_k=1024, split_k=8))
-    with pytest.raises(ValueError, match="split_k"):
+    with pytest.raises(ValueError, match="^block_k/split_k: "):
         launch_router_gemm_splitk(x, w, out, **splitk_params(17, split_k=0))
 
 
@@ -931,7 +945,7 @@ def test_splitk_tf32x3_needs_nvidia(monkeypatch, no_kernel):
     out = torch.empty(3, 8, device=DEVICE)
     monkeypatch.setattr(_mod._rt, "nvidia_ptx", lambda device: False)
     monkeypatch.setattr(_mod._rt, "interpreting", lambda: False)
-    with pytest.raises(ValueError, match="tf32x3: tensor-core tf32x3 products need an NVIDIA"):
+    with pytest.raises(ValueError, match="^tf32x3: tensor-core tf32x3 products need an NVIDIA"):
         launch_router_gemm_splitk(x, w, out, **splitk_params(3, tf32x3=True))
 
 
@@ -956,7 +970,7 @@ def test_splitk_counter_is_not_allocated_during_capture(monkeypatch):
     monkeypatch.setattr(_mod, "_capturing", lambda device: True)
     x, w = make_inputs(4096, 8, 3, torch.float32, seed=seed_of("capture"))
     out = torch.empty(3, 8, device=DEVICE)
-    with pytest.raises(RuntimeError, match="before capturing"):
+    with pytest.raises(RuntimeError, match="^router GEMM split-K counter .* before capturing"):
         launch_router_gemm_splitk(x, w, out, **splitk_params(3, split_k=2))
     assert router_gemm(x[:0], w).shape == (0, 8)  # nothing to launch: no error
     assert _mod._COUNTERS == {}
@@ -1158,7 +1172,7 @@ def test_router_logits_kernel_path(shape, M, dtype_name, direct, no_linear, kern
 
 def test_router_logits_zero_tokens(no_linear, kernel_spy):
     x = torch.empty(0, 6144, dtype=torch.bfloat16, device=DEVICE)
-    w = torch.randn(128, 6144, device=DEVICE)
+    w = randn(128, 6144, seed=seed_of("logits-zero"))
     info = explain_router_logits(x, w)
     assert info["path"] == "kernel" and "block_m" not in info
     out = torch.ops.kspec.router_logits(x, w)
@@ -1189,7 +1203,7 @@ def test_router_logits_linear_path(case, no_kernel, exact_fp32_matmul):
     out = torch.ops.kspec.router_logits(x, w)
     check_logits(out, x, w)
     if not can_use_router_gemm(x, w) and M > MAX_TOKENS:
-        with pytest.raises(ValueError, match="num_tokens"):
+        with pytest.raises(ValueError, match="^hidden_states: num_tokens"):
             router_gemm(x, w)
 
 
@@ -1361,6 +1375,7 @@ def test_gpu_cuda_graph_router_gemm(shape, M, dtype_name):
         x.copy_(x_new)
         if trial == 2:
             w.copy_(w_new)
+        out.fill_(float("nan"))  # check_logits refuses NaN: a replay that skips a write fails
         graph.replay()
         torch.cuda.synchronize()
         check_logits(out, x, w)
@@ -1391,6 +1406,7 @@ def test_gpu_cuda_graph_router_logits(shape, M, dtype_name, transposed, exact_fp
     for trial in range(3):
         x_new, _ = make_inputs(K, N, M, dtype, device="cuda", seed=seed_of("go", shape, M, trial))
         x.copy_(x_new)
+        out.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
         check_logits(out, x, w)
@@ -1529,6 +1545,7 @@ def test_gpu_splitk_cuda_graph(shape, M, dtype_name, params):
     for trial in range(64):
         i = trial % len(inputs)
         x.copy_(inputs[i])
+        out.fill_(float("nan"))
         graph.replay()
         if trial < len(inputs) or trial % 16 == 0:
             torch.cuda.synchronize()
@@ -1558,7 +1575,7 @@ def test_router_logits_recording_autograd_takes_linear_and_keeps_its_gradients()
         assert explain_router_logits(xi, wi)["path"] == "linear"
         out = router_logits(xi, wi)
         assert out.requires_grad and torch.equal(out, want)
-        grad = torch.randn(out.shape, device=DEVICE)
+        grad = randn(*out.shape, seed=seed_of("grad", x_grad))
         out.backward(grad)
         leaf = xi if x_grad else wi
         torch.testing.assert_close(leaf.grad, grad @ w if x_grad else grad.t() @ x)
