@@ -27,14 +27,6 @@ from reference_topk import BLOCK, INIT_SCORE, LOCAL_SCORE, cdiv, row_topk
 MAX_SELECTABLE_BLOCKS = 65534  # §4.1: block ids ≤ 65533 fit the 16-bit tie field
 
 
-def requests(cu_seqlens_q, prefix_lens, seq_lens):
-    """[(r, first row, q_len, prefix, seq_len)] from the length tensors (as Python ints)."""
-    cu = [int(x) for x in cu_seqlens_q.cpu()]
-    pre = [int(x) for x in prefix_lens.cpu()]
-    sl = [int(x) for x in seq_lens.cpu()]
-    return [(r, cu[r], cu[r + 1] - cu[r], pre[r], sl[r]) for r in range(len(pre))]
-
-
 def row_owners(cu_seqlens_q, num_rows, max_query_len=None):
     """{row x: (request r, token j)} for the rows of [0, num_rows) that belong to a request
     (§13 rule 10; with ``max_query_len``, also j < min(max_query_len, num_rows))."""

@@ -388,11 +388,11 @@ def test_seq_len_beyond_capacity_is_clamped(launch, case, local_blocks):
     assert int(want_ctx[1]) > 0
 
 
-def scores(inputs, variant):
-    """Scores of either scorer (init 1, local 1, Q = Qmax = 2); the balanced one with a budget
-    of 3 programs, so a request spans several of them."""
+def scores(inputs, variant, local_blocks=1):
+    """Scores of either scorer (init 1, local 1 unless given, Q = Qmax = 2); the balanced one
+    with a budget of 3 programs, so a request spans several of them."""
     if variant == "split":
-        return generated.index_decode_scores(**inputs, init_blocks=1, local_blocks=1,
+        return generated.index_decode_scores(**inputs, init_blocks=1, local_blocks=local_blocks,
                                              decode_query_len=Q, max_decode_query_len=QMAX,
                                              variant="split")
     from generated import index_score
@@ -401,18 +401,30 @@ def scores(inputs, variant):
     out = index_score.alloc_scores(H, total_q, inputs["max_seq_len"], DEVICE)
     return index_score.launch_score_balanced(
         inputs["idx_q"], inputs["index_kv_cache"], inputs["block_table"], inputs["seq_lens"],
-        out, 1, 1, Q, QMAX, program_budget=3,
+        out, 1, local_blocks, Q, QMAX, program_budget=3,
         max_block=-(-inputs["max_seq_len"] // 128))
 
 
-def test_scores_beyond_capacity_match_reference():
+@pytest.mark.parametrize("local_blocks", [0, 1])
+def test_scores_beyond_capacity_match_reference(local_blocks):
+    """Request 1 (seq_len 4000) counts as the capacity, 1024: its last row sits at 1023 and
+    sees the key there, made block 7's clear maximum, so a clamp one token short changes an
+    unforced (local 0) score; both scorers equal the reference."""
     inputs, _ = make_decode_inputs(2, Q, [300, 1000], seed=6)
+    assert inputs["max_seq_len"] == 1005
     inputs["seq_lens"] = torch.tensor([300, 4000], dtype=torch.int32, device=DEVICE)
+    page = int(inputs["block_table"][1, 7])
+    q = inputs["idx_q"][2 * Q - 1].float().cpu()  # request 1's last row, [H, D]
+    inputs["index_kv_cache"][page, 127] = (q[0] * 8).to(inputs["index_kv_cache"].dtype)
+    key = inputs["index_kv_cache"][page, 127].double().cpu()
+    ref = ref_decode_scores(inputs["idx_q"], inputs["index_kv_cache"], inputs["block_table"],
+                            inputs["seq_lens"], 1, local_blocks, Q, inputs["max_seq_len"])
+    if local_blocks == 0:
+        hot = (q[0].double() * key).sum()
+        assert ref[0, 2 * Q - 1, 7].item() == torch.tensor(hot.item()).float().item()
+    mask = _written(ref).to(DEVICE)
     for variant in ("split", "balanced"):
-        got = scores(inputs, variant)
-        ref = ref_decode_scores(inputs["idx_q"], inputs["index_kv_cache"], inputs["block_table"],
-                                inputs["seq_lens"], 1, 1, Q, inputs["max_seq_len"])
-        mask = _written(ref).to(DEVICE)
+        got = scores(inputs, variant, local_blocks)
         torch.testing.assert_close(got[mask].cpu(), ref[mask.cpu()], **REF_TOL)
 
 
