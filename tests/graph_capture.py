@@ -18,3 +18,21 @@ def capture(fn, warmups: int = 2):
     with torch.cuda.graph(graph):
         out = fn()
     return graph, out
+
+
+def page16_outputs(attention_block_table, rows: int) -> dict:
+    """index_decode's keyword arguments that emit the page-16 table and context lengths of
+    ``rows`` query rows into static buffers (a graph's outputs)."""
+    dev = attention_block_table.device
+    return dict(attention_block_table=attention_block_table,
+                sparse_block_table_out=torch.zeros((rows, 128), dtype=torch.int32, device=dev),
+                sparse_context_lens_out=torch.zeros((rows,), dtype=torch.int32, device=dev),
+                block_page_stride=16)
+
+
+def replay_poisoned(graph, poisons):
+    """Fill each (tensor, value) of ``poisons``, then replay ``graph``: an output a replay
+    skips keeps its poison."""
+    for t, value in poisons:
+        t.fill_(value)
+    graph.replay()

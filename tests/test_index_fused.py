@@ -22,7 +22,7 @@ from generated import index_decode, index_decode_scores, index_decode_with_launc
 from generated.index_fused import launch_index_fused  # noqa: E402
 from generated.index_score import alloc_scores, launch_score_split  # noqa: E402
 from decode_inputs import make_decode_inputs  # noqa: E402
-from graph_capture import capture  # noqa: E402
+from graph_capture import capture, page16_outputs, replay_poisoned  # noqa: E402
 from reference_topk import cdiv, reference_sparse_table, reference_topk  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -461,22 +461,15 @@ class _GraphedFused:
         self.counter = torch.zeros((H, total_q + 8), dtype=torch.int32, device="cuda")
         self.kw = {}
         if emit:
-            self.kw = dict(attention_block_table=self.attn,
-                           sparse_block_table_out=torch.zeros((total_q, 128), dtype=torch.int32,
-                                                              device="cuda"),
-                           sparse_context_lens_out=torch.zeros((total_q,), dtype=torch.int32,
-                                                               device="cuda"),
-                           block_page_stride=16)
+            self.kw = page16_outputs(self.attn, total_q)
         self.graph, self.result = capture(self._call)
         assert self.result.data_ptr() == self.out.data_ptr()
 
     def replay(self):
         """Poison every output, then replay: a replay that skips a write leaves the poison."""
-        self.out.fill_(POISON_OUT)
-        if self.emit:
-            self.kw["sparse_block_table_out"].fill_(POISON_TABLE)
-            self.kw["sparse_context_lens_out"].fill_(POISON_TABLE)
-        self.graph.replay()
+        tables = ((self.kw["sparse_block_table_out"], POISON_TABLE),
+                  (self.kw["sparse_context_lens_out"], POISON_TABLE)) if self.emit else ()
+        replay_poisoned(self.graph, ((self.out, POISON_OUT),) + tables)
 
     def _call(self):
         return index_decode_with_launch(

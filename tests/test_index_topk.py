@@ -27,7 +27,7 @@ from generated import (  # noqa: E402
 )
 from generated.index_topk import launch_sparse_table_decode, launch_topk_fused  # noqa: E402
 from decode_inputs import make_decode_inputs  # noqa: E402
-from graph_capture import capture  # noqa: E402
+from graph_capture import capture, page16_outputs, replay_poisoned  # noqa: E402
 from reference_topk import (  # noqa: E402
     NAN_SCORE_F32,
     assert_topk_sets_match,
@@ -924,22 +924,15 @@ class _GraphedDecode:
         self.kw = {}
         if emit:
             self.attn = _attention_table(R, self.max_block, seed=seed).cuda()
-            self.kw = dict(attention_block_table=self.attn,
-                           sparse_block_table_out=torch.zeros((R * Q, 128), dtype=torch.int32,
-                                                              device="cuda"),
-                           sparse_context_lens_out=torch.zeros((R * Q,), dtype=torch.int32,
-                                                               device="cuda"),
-                           block_page_stride=16)
+            self.kw = page16_outputs(self.attn, R * Q)
         self.graph, self.result = capture(self._call)
         assert self.result.data_ptr() == self.out.data_ptr()
 
     def replay(self):
         """Poison every output, then replay: a replay that skips a write leaves the poison."""
-        self.out.fill_(POISON_OUT)
-        if self.emit:
-            self.kw["sparse_block_table_out"].fill_(POISON_TABLE)
-            self.kw["sparse_context_lens_out"].fill_(POISON_TABLE)
-        self.graph.replay()
+        tables = ((self.kw["sparse_block_table_out"], POISON_TABLE),
+                  (self.kw["sparse_context_lens_out"], POISON_TABLE)) if self.emit else ()
+        replay_poisoned(self.graph, ((self.out, POISON_OUT),) + tables)
 
     def _call(self, counter=None, out=None, kw=None):
         return index_decode(self.q, self.cache, self.block_table, self.seq_lens, self.max_seq_len,
