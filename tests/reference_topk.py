@@ -172,6 +172,7 @@ def assert_topk_sets_match(got: torch.Tensor, ref_scores: torch.Tensor, seq_lens
             if k == 0:
                 continue
             vals = ref_scores[h, row, :nb]
+            vals = torch.where(vals.isnan(), NAN_SCORE_F32, vals)  # (§4.1: NaN ranks low)
             ref = set(torch.topk(vals, k).indices.tolist())
             if set(sel) == ref:
                 continue

@@ -318,7 +318,7 @@ def test_split_balanced_bitwise(pattern, H, Q, Qmax, D):
 # ---------------------------------------------------------------------------------------------
 # §12.4: balanced work map coverage. test_balanced_map_coverage is a self-check of the spec's
 # map (tests/reference_index.ref_balanced_map, pure Python, no generated code); the kernels
-# follow it in test_balanced_kernel_follows_map* (up to ~300 blocks per request on the CPU,
+# follow it in test_balanced_kernel_follows_map* (20-99 blocks per request on the CPU,
 # 65534 on the GPU).
 # ---------------------------------------------------------------------------------------------
 
@@ -382,7 +382,7 @@ def test_balanced_kernel_follows_map():
 
 
 def test_balanced_kernel_follows_map_over_many_blocks():
-    """The kernel's own map at 11 requests (the balanced policy's largest R) with ~300-block
+    """The kernel's own map at 11 requests (the balanced policy's largest R) with 20-99-block
     requests between 0-, 1- and 2-block ones: budget 1 (one program per request), 3 (requests
     straddle programs) and 64 (several programs per request, idle ones at the end); every
     written score is the reference's, nothing else is written."""

@@ -381,7 +381,8 @@ def test_seq_len_beyond_capacity_is_clamped(launch, case, local_blocks):
     if HAS_CUDA:  # tensor-core sums may swap near ties: the table follows the kernel's ids
         assert_topk_sets_match(out, dense, clamped, 1, TOPK, tol=1e-5)
         want = out.cpu()
-    assert torch.equal(out.cpu(), want)
+    else:
+        assert torch.equal(out.cpu(), want)
     want_tab, want_ctx = reference_sparse_table(want, attn, clamped, 1, 8,
                                                 capacity_blocks=max_block)
     assert torch.equal(tab.cpu(), want_tab) and torch.equal(ctx.cpu(), want_ctx)

@@ -452,7 +452,8 @@ def test_cpu_tensors_accepted_only_when_interpreting(monkeypatch, no_kernel):
 
 
 def test_cpu_tensors_rejected_without_interpreter(monkeypatch, no_kernel):
-    """Without TRITON_INTERPRET=1 (read at call time) CPU tensors are rejected (§11 row 5)."""
+    """Without TRITON_INTERPRET=1 (read when a call's key is first checked; no plan is cached
+    here) CPU tensors are rejected (§11 row 5)."""
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     x, w = make_inputs(4096, 8, 3, torch.bfloat16, seed=seed_of("cpu"), device="cpu")
     assert not can_use_router_gemm(x, w)

@@ -1531,6 +1531,7 @@ def test_decode_step_equals_the_two_calls():
     want = torch.full_like(out, math.nan)
     generated.sparse_attn_decode(q, kv, want_ids, table, seq_lens, Hkv, D ** -0.5, want, Q)
     assert torch.equal(got, want) and not bool(want.isnan().any())
+    assert not bool(counter.any())  # (no launch leaves its completion counter set)
     # a repeated step takes its one cached plan (neither entry's own cache is consulted);
     # without topk_out and a counter it returns fresh ids, still equal
     from generated import decode_indexer, sparse_attention
@@ -1544,8 +1545,9 @@ def test_decode_step_equals_the_two_calls():
             len(sparse_attention._STEP_PLANS)) == sizes
     fresh, fresh_ids = generated.sparse_decode_step(
         idx_q, idx_cache, idx_table, q, kv, table, seq_lens, W * BLOCK, topk, 0, 1, Hkv, Q, Q,
-        D ** -0.5, torch.zeros_like(out))
+        D ** -0.5, torch.full_like(out, math.nan))
     assert torch.equal(fresh_ids, want_ids) and torch.equal(fresh, want)
+    assert not bool(counter.any())
     # the tuner's entry: the step with the attention's launch given (here not the table's)
     launch = {"splits": 1, "num_warps": 4, "num_stages": 2}
     from generated import _runtime
@@ -2537,7 +2539,7 @@ def test_a_decreasing_cu_seqlens_q_takes_each_row_for_one_request_or_none(cu):
                                        Hkv, 0.125, out)
             outs.append(out)
         assert torch.equal(outs[0], outs[1]), launch
-        check(outs[1].cpu(), ref)
+        check(outs[1], ref)
         assert bool((outs[1][2:] == 0).all()), launch
 
 
@@ -2686,8 +2688,9 @@ def test_a_one_element_scale_of_any_rank_is_a_scalar():
                                                  k_scale=k, v_scale=v))
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
     check(outs[0], ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"],
-                                   pos, 1, case["sm_scale"], k_scale=torch.tensor(0.5),
-                                   v_scale=torch.tensor(2.0)))
+                                   pos, 1, case["sm_scale"],
+                                   k_scale=torch.tensor(0.5, device=DEVICE),
+                                   v_scale=torch.tensor(2.0, device=DEVICE)))
 
 
 # ---- host side: validation, plan keys, the step, shared buffers ---------------------------------

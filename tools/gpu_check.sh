@@ -107,7 +107,7 @@ if [ "$MODE" = memcheck ]; then
   echo "== tests under compute-sanitizer memcheck ($(date -u +%T))"
   args=("$@")
   if [ ${#args[@]} -eq 0 ] || [ "${args[0]#-}" != "${args[0]}" ]; then
-    args=(tests/test_sparse_attn.py tests/test_robustness.py tests/test_index_*.py
+    args=(tests/test_sparse_attn*.py tests/test_robustness.py tests/test_index_*.py
           tests/test_router_gemm.py tests/test_dropin.py "${args[@]}")
   fi
   rm -f "$OUT"/memcheck_*.log
