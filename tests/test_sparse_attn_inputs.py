@@ -130,18 +130,12 @@ DECODE_REJECTIONS = _common_rejections() + _ids_rejections() + _hardware_without
 
 PREFILL_REJECTIONS = _common_rejections() + _ids_rejections() + _hardware_without_rows(
     ("q", "topk_idx", "output")) + [
-    pytest.param(lambda b: dict(cu_seqlens_q=b["cu_seqlens_q"].long()), ValueError,
-                 "cu_seqlens_q", id="cu_seqlens_q-int64"),
-    pytest.param(lambda b: dict(cu_seqlens_q=b["cu_seqlens_q"][None]), ValueError,
-                 "cu_seqlens_q", id="cu_seqlens_q-rank-2"),
-    pytest.param(lambda b: dict(cu_seqlens_q=None), TypeError, "cu_seqlens_q",
-                 id="cu_seqlens_q-None"),
-    pytest.param(lambda b: dict(prefix_lens=b["prefix_lens"].long()), ValueError,
-                 "prefix_lens", id="prefix_lens-int64"),
-    pytest.param(lambda b: dict(prefix_lens=b["prefix_lens"][None]), ValueError,
-                 "prefix_lens", id="prefix_lens-rank-2"),
-    pytest.param(lambda b: dict(prefix_lens=None), TypeError, "prefix_lens",
-                 id="prefix_lens-None"),
+    *[pytest.param(lambda b, n=name, form=form: {n: form(b[n])}, error, name,
+                   id=f"{name}-{label}")
+      for name in ("cu_seqlens_q", "prefix_lens")
+      for label, form, error in (("int64", lambda t: t.long(), ValueError),
+                                 ("rank-2", lambda t: t[None], ValueError),
+                                 ("None", lambda t: None, TypeError))],
     pytest.param(lambda b: dict(max_query_len=2.0), TypeError, "max_query_len",
                  id="max_query_len-2.0"),
     pytest.param(lambda b: dict(max_query_len=True), TypeError, "max_query_len",
