@@ -389,13 +389,14 @@ def test_smaller_kv_tiles_match_float64(kv_tile, splits):
     """A block walked in tiles of 64 or 32 keys (the splits sharing the tiles): positions
     inside a block cross tiles (Q 4), per-slot scales follow each tile's tokens, and more
     splits than tiles leave some empty."""
-    case, pos = decode_case([270, 129, 5], Q=4, Hkv=2, G=4, kv_dtype=FP8["e4m3"], seed=16,
+    # (one KV head: the tiles, their splits and scales are each head's alike)
+    case, pos = decode_case([270, 129, 5], Q=4, Hkv=1, G=4, kv_dtype=FP8["e4m3"], seed=16,
                             q_dtype=torch.float32)  # fp32 q: only the kernel's own error
     slots = case["kv"].shape[0] * BLOCK
     g = torch.Generator().manual_seed(2)
-    kw = dict(k_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE),
-              v_scale=(torch.rand((2, slots), generator=g) + 0.5).to(DEVICE))
-    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+    kw = dict(k_scale=(torch.rand((1, slots), generator=g) + 0.5).to(DEVICE),
+              v_scale=(torch.rand((1, slots), generator=g) + 0.5).to(DEVICE))
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
                           case["sm_scale"], **kw)
     out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
     got = sa.sparse_attn_with_launch(dict(splits=splits, kv_tile=kv_tile, num_warps=4,
@@ -410,8 +411,9 @@ def test_smaller_kv_tiles_match_float64(kv_tile, splits):
 def test_head_split_matches_float64(G, head_split, splits):
     """The G heads of a (row, KV head) shared by head_split programs (more than G: one head
     each), alone or with splits merging each share's partials."""
-    case, pos = decode_case([270, 129, 5], Q=2, Hkv=2, G=G, seed=21, q_dtype=torch.float32)
-    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+    # (one KV head: its G heads are the ones shared)
+    case, pos = decode_case([270, 129, 5], Q=2, Hkv=1, G=G, seed=21, q_dtype=torch.float32)
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
                           case["sm_scale"])
     out = torch.full(case["q"].shape, float("nan"), dtype=torch.float32, device=DEVICE)
     got = sa.sparse_attn_with_launch(dict(splits=splits, head_split=head_split, num_warps=4,
@@ -427,9 +429,10 @@ def test_merge_kernel_gives_the_last_arrival_merge_bits(G, Q, head_split, splits
     """Partials merged by the second kernel (one program per row and query head) instead of
     the last split to finish: the same bits (the same arithmetic, in split order), float64
     agreement, zeros for a request without keys, and no arrival counter touched."""
-    case, pos = decode_case([1100, 0, 900], Q=Q, Hkv=2, G=G, topk=8, seed=31 + G,
+    # (one KV head: the merge kernel's programs are rows × query heads either way)
+    case, pos = decode_case([1100, 0, 900], Q=Q, Hkv=1, G=G, topk=8, seed=31 + G,
                             q_dtype=torch.float32)  # lists of 8 blocks: every split has work
-    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 2,
+    ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos, 1,
                           case["sm_scale"])
     got = {}
     for merge_kernel in (False, True):
@@ -453,7 +456,7 @@ def test_merge_kernel_in_prefill_rows():
     g = torch.Generator().manual_seed(23)
     prefix, qlen = [700, 0], [6, 9]  # the first request's lists fill all four splits
     seq = [p + n for p, n in zip(prefix, qlen)]
-    W, Hkv, G, D, topk = 7, 2, 4, 64, 4
+    W, Hkv, G, D, topk = 7, 1, 4, 64, 4  # (one KV head: the merge is by rows × query heads)
     pages = 2 * W + 1
     kv = make_cache(pages, Hkv, D, "5d", torch.bfloat16, g)
     table = torch.randperm(pages, generator=g)[:2 * W].view(2, W).to(torch.int32)
@@ -816,7 +819,10 @@ def test_prefill_query_tiles_match_float64(G, lanes, dtype):
     g = torch.Generator().manual_seed(G + lanes)
     prefix, qlen = [300, 100, 0], [13, 22, 7]
     seq = [p + n for p, n in zip(prefix, qlen)]
-    W, Hkv, D, topk = 4, 2, 64, 4
+    # one KV head: every property here is a tile's (its rows, their requests and lists); a
+    # second head only doubles the programs (test_decode_query_tiles_match_float64 and
+    # test_tma_tiles_of_the_query_tiled_kernel_give_the_pointer_bits take two)
+    W, Hkv, D, topk = 4, 1, 64, 4
     pages = 3 * W + 1
     kv = make_cache(pages, Hkv, D, "5d", dtype, g)
     table = torch.randperm(pages, generator=g)[:3 * W].view(3, W).to(torch.int32)
@@ -976,7 +982,9 @@ def test_decode_query_tiles_match_float64(G, Hkv, Q, lanes):
     sharing most blocks, −1 holes, a block listed twice, a request shorter than Q (rows before
     its first key are zero); both walks give the same bits, within vLLM's bounds of float64."""
     g = torch.Generator().manual_seed(G * 10 + Q)
-    case, pos = decode_case([300, 140, 2, 520], Q=Q, Hkv=Hkv, G=G, topk=6, seed=G + Q)
+    # three requests (3 · Q rows; four filled every tile): the last tile runs past the batch
+    # where a tile holds 4 rows at Q 2 or 3, or 2 rows at Q 1
+    case, pos = decode_case([300, 2, 520], Q=Q, Hkv=Hkv, G=G, topk=6, seed=G + Q)
     _shared_lists(case, pos, g)
     ref = ref_sparse_attn(case["q"], case["kv"], case["topk_idx"], case["block_table"], pos,
                           Hkv, case["sm_scale"])

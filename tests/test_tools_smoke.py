@@ -143,8 +143,10 @@ def test_bench_attn_withholds_the_comparison_with_a_wrong_or_failing_peer(tmp_pa
 
     def run(function):
         out = tmp_path / function
+        # (the smoke's 1k row, 16/1 heads at Q 1: a peer of the cache as it is needs no second
+        # KV head or query row, which the packed peer's test keeps; a quarter of the programs)
         got = _run([os.path.join("tools", "bench_attn.py"), "--smoke", "--reps", "2",
-                    "--only", "decode", "--contexts", "512", "--peer",
+                    "--only", "decode", "--contexts", "1024", "--peer",
                     f"tests/peer_attn.py:{function}", "--out", str(out)])
         assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-3000:]
         return out / "bench_attn.json"
@@ -233,7 +235,11 @@ def test_step_study_reads_rows_with_their_cache():
 
 
 def test_union_study_times_the_table_and_each_tiled_walk_on_both_list_kinds(tmp_path):
-    run = _run([os.path.join("tools", "union_study.py"), str(tmp_path), "--smoke"])
+    # --smoke's two rows (G 16 and 8, one KV head, 4k contexts, 4 blocks a row) at Q 2 instead
+    # of Q 4 (--rows takes q/kv/G/Hkv/programs/Q): one request whose rows share a tile, at
+    # half the programs
+    run = _run([os.path.join("tools", "union_study.py"), str(tmp_path), "--smoke", "--rows",
+                "bf16/bf16/16/1/2/2,bf16/bf16/8/1/2/2"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = json.loads((tmp_path / "union_study.json").read_text())["rows"]
     assert [(r["group"], r["lists"]) for r in rows] == [
@@ -243,12 +249,19 @@ def test_union_study_times_the_table_and_each_tiled_walk_on_both_list_kinds(tmp_
                                   "tiled minima w4", "tiled minima w8", "tiled sorted s2 w4",
                                   "tiled sorted s4 w4"}
         assert max(row["max_err"].values()) <= 2e-2
-    # a request's 4 rows share most of their lists in one, hardly any in the other
+    # a request's 2 rows share most of their lists in one, hardly any in the other
     assert rows[0]["union_blocks"] < rows[1]["union_blocks"]
 
 
+# attn_ablation's decode studies on one request of the smoke row's shape (--smoke alone takes
+# 16/1 heads, 2 requests, 1k contexts, Q 1): every variant, launch, read and merge runs as on
+# two requests, on half the interpreted programs
+ONE_REQUEST = ("--rows", "16/1/1/1024/1")
+
+
 def test_attn_ablation_smoke_builds_and_times_every_variant(tmp_path):
-    run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke"])
+    run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke",
+                *ONE_REQUEST])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     names = {k.split(" ")[-1] for k in report[0]["us"]}
@@ -291,7 +304,7 @@ def test_attn_ablation_tile_keys_rows_gives_the_query_tiles_result(tmp_path):
 
 def test_attn_ablation_over_an_fp8_cache_widens_it_other_ways(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--kv",
-                "fp8e4m3", "--variants", "base,k_bits,k_byte,k_pairs_tl,no_kv"])
+                "fp8e4m3", "--variants", "base,k_bits,k_byte,k_pairs_tl,no_kv", *ONE_REQUEST])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     assert {k.split(" ")[-1] for k in report[0]["us"]} >= {"base", "k_bits", "k_byte",
@@ -310,7 +323,7 @@ def test_attn_ablation_over_scaled_fp8_caches_takes_their_scales_other_ways(tmp_
                         ("fp8e5m2:scalar", "scales_per_step")):
         out = tmp_path / variant
         run = _run([os.path.join("tools", "attn_ablation.py"), str(out), "--smoke", "--kv", kv,
-                    "--variants", f"base,{variant}", "--launch", "splits=1"])
+                    "--variants", f"base,{variant}", "--launch", "splits=1", *ONE_REQUEST])
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         report = json.loads((out / "attn_ablation.json").read_text())
         # the variant at both launches, and the second launch against the table's
@@ -333,7 +346,7 @@ def test_attn_ablation_times_other_revisions_of_the_kernel(tmp_path):
     other = tmp_path / "sparse_attn_other.py"
     other.write_text(open(os.path.join(ROOT, "generated", "sparse_attn.py")).read())
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke",
-                "--variants", "base", "--against", f"other={other}"])
+                "--variants", "base", "--against", f"other={other}", *ONE_REQUEST])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     assert report[0]["same_bits"] == {"s4 w4 st2 other": True}, report[0]["same_bits"]
@@ -344,7 +357,7 @@ def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke", "--table",
                 "--variants", "base", "--launch",
                 "splits=1,head_split=4,num_warps=8;splits=2;splits=2,table_first=True",
-                "--where"])
+                "--where", *ONE_REQUEST])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     timed = {k for k in report[0]["us"] if k != "empty kernel"}
@@ -365,10 +378,10 @@ def test_attn_ablation_times_other_launches_beside_the_tables(tmp_path):
 def test_attn_ablation_floor_times_reads_with_partials_and_their_merge(tmp_path):
     """--floor: the listed reads writing a split's partials, alone and with the merge kernel
     after them, each shape's merged output checked (the mean of its parts' column sums); the
-    shapes include two and four blocks per program (four: the smoke row's whole list, one
-    split) and 16-bit partials (eight and sixteen blocks: not at its four-entry lists)."""
+    shapes include two and four blocks per program (four: the row's whole list, one split)
+    and 16-bit partials (eight and sixteen blocks: not at its four-entry lists)."""
     run = _run([os.path.join("tools", "attn_ablation.py"), str(tmp_path), "--smoke",
-                "--variants", "base", "--floor"])
+                "--variants", "base", "--floor", *ONE_REQUEST])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((tmp_path / "attn_ablation.json").read_text())
     checks = {k: v for k, v in report[0]["same_bits"].items() if k.startswith("floor ")}

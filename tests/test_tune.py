@@ -263,6 +263,15 @@ def fake_run(space, dev, sections, machine="GPU-a", shapes=None, contexts=None, 
             "skipped": r.skipped, "errors": r.errors}))  # as read back from its file
 
 
+@pytest.fixture(scope="module")
+def attention_run_texts(sm90):
+    """The attention section of the whole sm_90 space measured on two fake machines (GPU-a,
+    GPU-b), as the text of their run files: measured once for the tests that start from it."""
+    space = Space(sm90.reg, sm90.target, sms=132)
+    return [json.dumps(fake_run(space, FakeDevice(), {"attention"}, machine=machine))
+            for machine in ("GPU-a", "GPU-b")]
+
+
 @pytest.fixture
 def spec_copy(tmp_path):
     dest = tmp_path / "specs"
@@ -778,13 +787,13 @@ def test_prefill_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys):
                 rows_x_heads=8192).params[0] == ("block_k", 256)
 
 
-def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys):
+def test_attention_tune_writes_rows_the_dispatcher_uses(sm90, spec_copy, capsys,
+                                                       attention_run_texts):
     space = Space(sm90.reg, sm90.target, sms=132)
     runs = []
-    for machine in ("GPU-a", "GPU-b"):
-        run = fake_run(space, FakeDevice(), {"attention"}, machine=machine)
+    for machine, text in zip(("GPU-a", "GPU-b"), attention_run_texts):
         runs.append(tmp := spec_copy.parent / f"attn_{machine}.json")
-        tmp.write_text(json.dumps(run))
+        tmp.write_text(text)
     assert cli.main(["choose", *map(str, runs), "--write", "--specs", str(spec_copy)]) == 0
     assert "keep" not in capsys.readouterr().out
     data = measured.load_file(str(spec_copy / "measured" / "sm_90.json"))
@@ -892,12 +901,13 @@ def test_attention_runs_from_before_query_lengths_are_chosen_as_q1_runs(sm90):
     assert chosen(choose.choose(old_runs + q4_runs, space)[0]) == chosen(now)
 
 
-def test_attention_runs_measured_before_a_bucket_edge_moved_are_chosen_as_now(sm90):
+def test_attention_runs_measured_before_a_bucket_edge_moved_are_chosen_as_now(
+        sm90, attention_run_texts):
     """A run whose attention points were filed under a bucket since split (9–32, before
     9–16 and 17–32), without the points' ``programs`` field, is re-filed by the P of each
     label: it chooses the same rows as the run filed now, and plans both new buckets."""
     space = Space(sm90.reg, sm90.target, sms=132)
-    runs = [fake_run(space, FakeDevice(), {"attention"}, machine=m) for m in ("GPU-a", "GPU-b")]
+    runs = [json.loads(text) for text in attention_run_texts]  # (GPU-a, GPU-b)
 
     def joined(bucket):
         lo, hi = bucket["programs"]
@@ -1205,23 +1215,32 @@ def test_warm_up_groups_cover_each_attention_candidate_once(sm90):
         return (mode, repr(sorted(inputs.items())), variant, repr(params),
                 mode == "decode" and P <= ATTN_STEP_MAX_PROGRAMS)
 
+    known = {}
+
+    def candidates(mode, inputs, P, Q):
+        """sm90.attn_candidates_at, computed once a point (the checks below ask for each
+        point's list once per task)."""
+        at = (mode, repr(sorted(inputs.items())), P, Q)
+        if at not in known:
+            known[at] = sm90.attn_candidates_at(mode, inputs, P, Q)
+        return known[at]
+
     got = [compiles(t[1], t[2], t[3], t[6], t[7]) for t in tasks]
     want = {compiles(mode, inputs, P, variant, params)
             for mode, inputs, P, H, Q in sm90.attn_points(programs)
-            for variant, params in sm90.attn_candidates_at(mode, inputs, P, Q)}
+            for variant, params in candidates(mode, inputs, P, Q)}
     assert len(got) == len(set(got)) and set(got) == want and want
     # (fewer tasks than the points' candidates: the 1-KV-head and Q 4 points add no compile)
     points = sm90.attn_points(programs)
-    assert len(tasks) < sum(len(sm90.attn_candidates_at(m, i, P, Q))
-                            for m, i, P, _, Q in points)
+    assert len(tasks) < sum(len(candidates(m, i, P, Q)) for m, i, P, _, Q in points)
     # each task's point measures it, and it is the smallest that does (the largest points'
     # inputs take up to 16 GiB: in every worker at once they ran the device out of memory)
     for t in tasks:
-        assert t[1:6] in points and (t[6], t[7]) in sm90.attn_candidates_at(*t[1:4], t[5])
+        assert t[1:6] in points and (t[6], t[7]) in candidates(*t[1:4], t[5])
         step = t[1] == "decode" and t[3] <= ATTN_STEP_MAX_PROGRAMS
         assert t[3] == min(P for m, i, P, _, Q in points if (m, i) == (t[1], t[2])
                            and (m == "decode" and P <= ATTN_STEP_MAX_PROGRAMS) == step
-                           and (t[6], t[7]) in sm90.attn_candidates_at(m, i, P, Q))
+                           and (t[6], t[7]) in candidates(m, i, P, Q))
 
 
 def test_command_line():
