@@ -1465,6 +1465,25 @@ def test_benchmarks_time_an_uncapturable_op_eagerly(monkeypatch):
     assert "stream is capturing" in got["b"]["capture_error"]
 
 
+def test_smoke_timings_take_the_checked_calls_time(monkeypatch):
+    """A smoke run (the interpreter) does not run a call it already ran to check its output
+    (`common.Checked`): `time_graphs` and `interleaved_medians` take that call's time; a call
+    never checked is run once and timed then."""
+    import common
+
+    clock, ran = iter(range(100)), []
+    monkeypatch.setattr(common.time, "perf_counter", lambda: next(clock) / 4)  # 0.25 s a call
+    checked = common.Checked(lambda: ran.append("checked") or "out")
+    assert checked.last_us is None and checked() == "out" and checked.last_us == 25e4
+    fresh = lambda: ran.append("fresh")  # noqa: E731
+    got = common.time_graphs({"checked": checked, "fresh": fresh}, smoke=True)
+    assert got["checked"]["median_us"] == 25e4 and not got["checked"]["graph"]
+    assert got["fresh"]["median_us"] == 25e4 and ran == ["checked", "fresh"]
+    assert common.interleaved_medians({"checked": checked, "fresh": fresh}, smoke=True) == {
+        "checked": 25e4, "fresh": 25e4}
+    assert ran == ["checked", "fresh", "fresh"]
+
+
 def test_as_fast_means_within_the_noise_in_every_cell(sm90):
     """A simpler candidate 9 % slower in six of eight cells and faster in two has a worst case
     within the noise of the fastest's (one noisy cell sets a 6 % noise), but it is not "as

@@ -1525,7 +1525,7 @@ def prefill_main(out_dir, mods, kv):
                     **{k: split[k] for k in ("splits", "num_warps", "num_stages",
                                              *sparse_attention.LEFT_OUT[
                                                  sparse_attention.SPLIT])})
-            call = calls[name] = (lambda run=run: run(
+            call = calls[name] = common.Checked(lambda run=run: run(
                 *(case[k] for k in keys), case["cu_seqlens_q"], case["prefix_lens"],
                 case.get("k_scale"), case.get("v_scale"), out))
             if name == "base" or name in CORRECT or name in CLOSE:
@@ -1744,7 +1744,7 @@ def main():
                     q, kv, ids, table, lens, out, mode="decode", num_kv_heads=Hkv,
                     sm_scale=case["sm_scale"], scales=scales, k_scale=k_scale, v_scale=v_scale,
                     decode_query_len=Q, **{**launch, **LAUNCH_OPTIONS.get(name, {})})
-                call = calls[f"{tag} {name}"] = (
+                call = calls[f"{tag} {name}"] = common.Checked(
                     lambda run=run: run(q, kv, ids, table, lens, None, None, k_scale, v_scale,
                                         out))
                 exact = name in CORRECT or CORRECT_OVER.get(name) == kv_dtype

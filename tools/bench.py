@@ -244,14 +244,9 @@ def check_and_time(fn, smoke, reps, keep=None, snapshot=None):
     """One eager call (its result kept in ``keep['out']``, ``snapshot()`` in ``keep['snap']``),
     then the timing. Smoke runs (the interpreter is slow) time that single call with
     perf_counter instead."""
-    if smoke:
-        t0 = time.perf_counter()
-        out = fn()
-        res = common.summarize([(time.perf_counter() - t0) * 1e6])
-        res["graph"] = False
-    else:
-        out = fn()
-        res = None
+    fn = common.Checked(fn)
+    out = fn()
+    res = dict(common.summarize([fn.last_us]), graph=False) if smoke else None
     if keep is not None:
         keep["out"] = out.clone() if hasattr(out, "clone") else out
         if snapshot is not None:
@@ -314,15 +309,13 @@ def run_decode(args, generated, device, bw, reps, hw_detected):
                     hw, sc.q, sc.cache, D, sc.R, sc.max_block, sc.total_q, 1, TOPK, sc.Q))
             except Exception as e:  # noqa: BLE001
                 row["explain"][hw] = {"error": f"{type(e).__name__}: {e}"}
-            fn = ours_fn(generated, sc, inp, hw)
+            fn = common.Checked(ours_fn(generated, sc, inp, hw))
             try:
                 for key in ("out", "table", "ctx_out"):
                     inp[key].fill_(-7)
                 # one eager call, its outputs kept (smoke runs: its time is the row's time)
-                call_t0 = time.perf_counter()
                 out = fn()
-                times[hw] = {**common.summarize([(time.perf_counter() - call_t0) * 1e6]),
-                             "graph": False}
+                times[hw] = {**common.summarize([fn.last_us]), "graph": False}
                 outs[hw] = (out.clone(), inp["table"].clone(), inp["ctx_out"].clone())
                 del out
                 fns[hw] = fn
@@ -454,8 +447,8 @@ def run_router(args, generated, device, bw, reps):
                         "num_warps", "num_stages", "hardware") if k in info}
                 except Exception as e:  # noqa: BLE001
                     row["launch"] = {"error": str(e)[:200]}
-                fns = {"ours": lambda: generated.router_gemm(x, w),
-                       "linear": lambda: F.linear(x.float(), w.float()),
+                fns = {"ours": common.Checked(lambda: generated.router_gemm(x, w)),
+                       "linear": common.Checked(lambda: F.linear(x.float(), w.float())),
                        "empty": lambda: common.launch_empty(dummy)}
                 try:
                     got, want = fns["ours"](), fns["linear"]()

@@ -237,9 +237,9 @@ def time_graphs(fns: dict, reps: int = 30, rounds: int = 5, smoke: bool = False,
     every kernel for a while (after heavy work; on one H200 it put a share of 30 replays in a
     row ~1 µs above the rest) then falls on a round of every op, not on the whole timing of
     the op that happened to run then. ``flush_mode``: how L2 is emptied (`flush_l2`). Smoke
-    runs time each fn once with perf_counter."""
+    runs take each fn's checked call's time (`smoke_us`)."""
     if smoke:
-        return {k: time_cpu(fn, reps=1, warmup=0) for k, fn in fns.items()}
+        return {k: dict(summarize([smoke_us(fn)]), graph=False) for k, fn in fns.items()}
     import torch
     from tools.tune.measure import interleave
 
@@ -276,13 +276,13 @@ def time_graphs(fns: dict, reps: int = 30, rounds: int = 5, smoke: bool = False,
 def interleaved_medians(calls: dict, smoke: bool, per_round: int = 20, rounds: int = 5) -> dict:
     """name -> median µs of each call, captured in a CUDA graph and timed interleaved in
     rotating rounds (L2 flushed, `tune.measure.interleave`); with ``smoke`` one CPU call's time
-    stands for every sample (the code paths only)."""
+    (`smoke_us`) stands for every sample (the code paths only)."""
     from tools.tune.measure import interleave
 
     samplers = {}
     for name, fn in calls.items():
         if smoke:
-            once = time_cpu(fn, 1, 0)["median_us"]
+            once = smoke_us(fn)
             samplers[name] = lambda n, once=once: [once] * n
             continue
         import torch
@@ -293,6 +293,28 @@ def interleaved_medians(calls: dict, smoke: bool, per_round: int = 20, rounds: i
         samplers[name] = lambda n, graph=graph: replay_times(graph.replay, n, settled=True)
     times = interleave(samplers, rounds=1 if smoke else rounds, per_round=2 if smoke else per_round)
     return {k: statistics.median(v) for k, v in times.items()}
+
+class Checked:
+    """``fn`` that keeps the wall time of its last call (``last_us``). A tool wraps the calls it
+    runs once to check their output; a smoke run (the interpreter: code paths, not speed)
+    then takes that time as the call's (`smoke_us`) instead of interpreting it again. On a GPU
+    the time is never read (launches are asynchronous; graphs time the call)."""
+
+    def __init__(self, fn):
+        self.fn, self.last_us = fn, None
+
+    def __call__(self):
+        t0 = time.perf_counter()
+        got = self.fn()
+        self.last_us = (time.perf_counter() - t0) * 1e6
+        return got
+
+
+def smoke_us(fn) -> float:
+    """A smoke run's time of ``fn``: its checked call's (`Checked`), else one call timed now."""
+    known = getattr(fn, "last_us", None)
+    return known if known is not None else time_cpu(fn, reps=1, warmup=0)["median_us"]
+
 
 def time_cpu(fn, reps: int = 3, warmup: int = 1) -> dict:
     """Smoke timing: perf_counter around eager calls (no device, no flush)."""

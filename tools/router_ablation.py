@@ -209,7 +209,7 @@ def main():
             prepare = mod.prepare_router_gemm_splitk if kernel == "splitk" \
                 else mod.prepare_router_gemm
             run = prepare(x, w, **params)
-            calls[name] = lambda run=run: run(x, w, out)
+            calls[name] = common.Checked(lambda run=run: run(x, w, out))
         check_correct(calls, x, w, out)
         med = common.interleaved_medians(calls, SMOKE)
         print(f"{label} {params}: " + "  ".join(f"{k} {v:.2f}" for k, v in med.items()),

@@ -64,12 +64,15 @@ def study_row(generated, row, kv, device, smoke, reps, cap=0):
         counter = torch.zeros_like(args["completion_counter"])
         kwargs = dict(args, output=outs[name][0], topk_out=outs[name][1],
                       completion_counter=counter)
-        return lambda: sparse_attention.sparse_decode_step_with_launch(
-            None, attention_pdl=pdl, attention_per_sm=per_sm, **kwargs)
+        return common.Checked(lambda: sparse_attention.sparse_decode_step_with_launch(
+            None, attention_pdl=pdl, attention_per_sm=per_sm, **kwargs))
+
+    indexer, attention, step = map(common.Checked, (indexer, attention, step))
 
     def two_calls():
         indexer()
         attention()
+    two_calls = common.Checked(two_calls)
     calls = {"table": step, "dependent": forced("dependent", True),
              "plain": forced("plain", False), "two calls": two_calls, "indexer": indexer,
              "attention": attention}

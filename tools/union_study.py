@@ -65,7 +65,8 @@ def main(argv=None):
             call = {k: v for k, v in case.items() if k not in ("mode", "output")}
 
             def entry(launch, out, call=call):
-                return lambda: sa.sparse_attn_with_launch(launch, "decode", **call, output=out)
+                return common.Checked(
+                    lambda: sa.sparse_attn_with_launch(launch, "decode", **call, output=out))
             launches = {"table": None, **{
                 f"tiled {'sorted' if su else 'minima'}{f' s{k}' if k > 1 else ''} w{w}": dict(
                     variant=sa.TILED, lanes=max(16, common.pow2ceil(Q * G)), sorted_union=su,
