@@ -3125,6 +3125,40 @@ def test_sm_scale_at_fp32s_largest_value_is_served():
         check(got[1:], want[1:])
 
 
+@pytest.mark.parametrize("kv_dtype", [FP8["e4m3"], FP8["e5m2"]])
+def test_a_bf16_q_past_fp16s_range_keeps_a_large_scores_scale_over_an_fp8_cache(kv_dtype):
+    """A bf16 q over an fp8 cache is scaled per lane into fp16's range (down, for a lane whose
+    largest element is 2^15 or more); the inverse power of two is applied to the products
+    apart from sm_scale (times a scalar k_scale), so an accepted scale near fp32's largest
+    does not overflow where the scores do not: here every key is 0 at the lanes' large
+    element, so the scores are q·k times 1 (sm_scale 1e38 times k_scale 1e-38), or exactly 0
+    (no scales, sm_scale 1e37). Every kernel gives the float64 reference."""
+    case, pos = decode_case([200, 10], Q=1, Hkv=1, G=4, seed=68, kv_dtype=kv_dtype)
+    kv = case["kv"].float()
+    kv[:, 0, :, :, 0] = 0.0  # K's element 0, in every slot
+    kv = kv.to(kv_dtype)
+    scaled = case["q"].float()
+    scaled[:, :, 0] = 2.0 ** 16
+    zero_products = torch.zeros_like(case["q"])
+    zero_products[:, :, 0] = 2.0 ** 20
+    launches = (None, dict(splits=1, num_warps=4, num_stages=2),
+                dict(splits=4, num_warps=4, num_stages=2),
+                dict(variant="sparse_attn_tiled", lanes=16, sorted_union=True, num_warps=4,
+                     num_stages=2))
+    for q, sm_scale, scales in ((scaled.bfloat16(), 1e38, (torch.tensor(1e-38),
+                                                            torch.tensor(1.0))),
+                                (zero_products, 1e37, (None, None))):
+        args = dict(case, q=q, kv=kv, sm_scale=sm_scale, k_scale=scales[0], v_scale=scales[1])
+        want = ref_sparse_attn(q, kv, case["topk_idx"], case["block_table"], pos, 1, sm_scale,
+                               *scales)
+        assert bool(torch.isfinite(want).all())
+        for launch in launches:
+            out = _poisoned(q, torch.float32)
+            got = (generated.sparse_attn_decode(**args, output=out) if launch is None else
+                   sa.sparse_attn_with_launch(launch, "decode", **args, output=out))
+            check(got, want)
+
+
 def test_attention_with_launch_checks_pdl_as_the_entry_does():
     """sparse_attn_with_launch(..., pdl=) raises what sparse_attn_decode raises: a TypeError
     naming pdl for anything but a bool; pdl=False gives the same bits."""

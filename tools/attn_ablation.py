@@ -118,8 +118,8 @@ SEEN = ("    # l = 0 only where no key was visible; a NaN score leaves l NaN, wh
 # (its row sums, kept per key column: `_folded_sums`)
 ROW_SUMS = "    l_i = tl.sum(l_i, axis=1)\n"
 SUMS_INIT = "    l_i = tl.zeros([GP, BLOCK_N], tl.float32)  # (per key column: `_folded_sums`)\n"
-LOOP_ARGS = ("            scale_head_off, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, FP8_PTX,"
-             " V_PAIRS,\n            RANGE_ONCE)\n")
+LOOP_ARGS = ("            scale_head_off, q_unscale, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT,"
+             " TMA,\n            FP8_PTX, V_PAIRS, RANGE_ONCE)\n")
 LOOP_END = LOOP_ARGS + ROW_SUMS + SEEN
 # the split kernel's row sums summed at each step, as before 2026-12-05 (within CLOSE's bound)
 SUMS_PER_STEP = [(SUMS_INIT, "    l_i = tl.zeros([GP], tl.float32)\n", 1),
@@ -397,8 +397,8 @@ def _k_pairs(widen: str) -> list:
     """The split kernel with K read as 16-bit pairs, widened by ``widen`` (source lines making
     ``lo`` and ``hi`` of ``w``)."""
     return [
-        ("    q, sm_scale = _products_operand(q, sm_scale, DOT)\n",
-         "    q, sm_scale = _products_operand(q, sm_scale, DOT)\n" + _Q_SPLIT, 1),
+        ("    q, q_unscale = _products_operand(q, DOT)\n",
+         "    q, q_unscale = _products_operand(q, DOT)\n" + _Q_SPLIT, 1),
         (_K_TMA + _K_MASKED + "    else:\n" + _K_LOAD + "    if DOT == \"tf32x3\":\n"
          "        s = tl.dot(q, tl.trans(k), input_precision=\"tf32x3\")\n    else:\n"
          "        s = tl.dot(q, tl.trans(k))\n",
@@ -606,8 +606,8 @@ VARIANTS["cluster_merge"] = [
 # KEYS_ROWS_TOL, not bit for bit).
 KEYS_ROWS_FUNCTIONS = """@triton.jit
 def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_kd,
-                k_scale_ptr, scale_head_off, sm_scale, kv_desc, kv_head, t0, D: tl.constexpr,
-                SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr,
+                k_scale_ptr, scale_head_off, q_unscale, sm_scale, kv_desc, kv_head, t0,
+                D: tl.constexpr, SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr,
                 ENDS_AT_LAST: tl.constexpr):
     # scaled scores K·q^T [keys, lanes] (q given transposed, [D, lanes]; tiles by pointers)
     offs_d = tl.arange(0, D)
@@ -619,6 +619,8 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
         s = tl.dot(k, q, input_precision="tf32x3")
     else:
         s = tl.dot(k, q)
+    if DOT == "fp16":
+        s = s * tl.trans(q_unscale)  # (the lanes' scales: [lanes, 1])
     s = s * sm_scale
     if SCALES == "per_token":
         slot = page.to(tl.int64) * _BLOCK + offs_t
@@ -768,7 +770,7 @@ VARIANTS["tile_keys_rows"] = [
     ("    acc = tl.zeros([LANES, D], tl.float32)\n",
      "    acc = tl.zeros([D, LANES], tl.float32)\n    qt = tl.trans(q)\n"
      "    if DOT == \"fp16\":  # (the lanes' scales: [lanes, 1])\n"
-     "        sm_scale = tl.trans(sm_scale)\n"),
+     "        q_unscale = tl.trans(q_unscale)\n"),
     ("_attend_tile_block(\n                q, m_i,", "_attend_tile_block(\n                qt, m_i,"),
     ("_attend_tile_block(\n                        q, m_i,",
      "_attend_tile_block(\n                        qt, m_i,"),
@@ -782,8 +784,8 @@ VARIANTS["tile_keys_rows"] = [
 WARP_SPLITS_BLOCK = """@triton.jit
 def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
                      kv_ptr, head_off, stride_kp, stride_kt, stride_kd, v_off,
-                     k_scale_ptr, v_scale_ptr, v_factor, scale_head_off, sm_scale, kv_desc,
-                     kv_head,
+                     k_scale_ptr, v_scale_ptr, v_factor, scale_head_off, q_unscale, sm_scale,
+                     kv_desc, kv_head,
                      D: tl.constexpr, BLOCK_N: tl.constexpr, SCALES: tl.constexpr,
                      DOT: tl.constexpr, TMA: tl.constexpr, WS: tl.constexpr):
     # (tiles by pointers)
@@ -798,6 +800,8 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
         s = tl.dot(q, tl.permute(k, (0, 2, 1)), input_precision="tf32x3")
     else:
         s = tl.dot(q, tl.permute(k, (0, 2, 1)))
+    if DOT == "fp16":
+        s = s * q_unscale
     s = s * sm_scale
     slot = page.to(tl.int64) * _BLOCK + offs_t
     if SCALES == "per_token":
@@ -836,7 +840,8 @@ VARIANTS["warp_splits"] = [
      "    acc = tl.zeros([WS, GP, D], tl.float32)\n"),
     ("        m_i, l_i, acc = _attend_block(\n", "        m_i, l_i, acc = _attend_block_ws(\n"),
     (LOOP_END,
-     "            scale_head_off, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA, WS)\n"
+     "            scale_head_off, q_unscale, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA,"
+     " WS)\n"
      "    # the warps' partials, combined\n"
      "    m_all = tl.max(m_i, axis=0)\n"
      "    w = tl.exp2((m_i - tl.where(m_all == float(\"-inf\"), 0.0, m_all)[None, :]) * _LOG2E)\n"
