@@ -264,7 +264,11 @@ class FlatRule:
     note: str
 
     def matches(self, point: tuple) -> bool:
-        return all(_holds(cond, value) for cond, value in zip(self.conds, point))
+        # a plain loop, not all(...): the proof and the tests call this millions of times
+        for cond, value in zip(self.conds, point):
+            if cond is not None and not _holds(cond, value):
+                return False
+        return True
 
 
 def _holds(cond, value) -> bool:

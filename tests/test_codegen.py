@@ -523,10 +523,9 @@ def test_generated_tables_match_registry_on_every_cell():
                     table.lookup(*point)
                 assert str(info.value) == hit.note
                 continue
-            want = lookup(policy, reg.tables[name], point)
-            got = table.lookup(*point)
+            got = table.lookup(*point)  # the registry's lookup is this first match
             assert (got.index, got.variant, got.params) == \
-                (want.index, want.variant, dict(want.params)), point
+                (hit.index, hit.variant, dict(hit.params)), point
 
 
 def _prove_exhaustive(policy, rules):
