@@ -144,8 +144,9 @@ def choose_bucket(entry, expected, space, noise_floor=NOISE_FLOOR):
     slow = {k: [times[k][c] / best[c] for c in cells] for k in eligible}
     worst = {k: max(v) for k, v in slow.items()}
     default = space.default(table, as_bucket(bucket))
-    ranked = sorted(eligible, key=lambda k: (worst[k], statistics.mean(slow[k]),
-                                             simplicity(cands[k], default)))
+    simple = {k: simplicity(cands[k], default) for k in eligible}
+    mean = {k: math.fsum(v) / len(v) for k, v in slow.items()}  # any order of cells: the same
+    ranked = sorted(eligible, key=lambda k: (worst[k], mean[k], simple[k]))
     fastest = ranked[0]
     noise = max([noise_floor] + [_spread(rounds[fastest][c]) for c in cells])
     def always_slower(k):
@@ -160,7 +161,7 @@ def choose_bucket(entry, expected, space, noise_floor=NOISE_FLOOR):
     as_fast = [k for k in eligible
                if all(times[k][c] <= times[fastest][c] * (1 + noise) for c in cells)
                and not always_slower(k)]
-    chosen = min(as_fast, key=lambda k: (simplicity(cands[k], default), worst[k]))
+    chosen = min(as_fast, key=lambda k: (simple[k], worst[k]))
     runner = next((k for k in ranked if k != chosen), None)
 
     def us(k):
