@@ -466,9 +466,10 @@ def row_read_us(rows: int, cols: int, smoke: bool = False, reps: int = 30,
         out = torch.empty(rows * splits, dtype=torch.float32, device=device)
         block = math.gcd(piece, 2048)
 
-        def read(out=out, splits=splits, block=block):
+        def launch(out=out, splits=splits, block=block):
             row_sums[(rows, splits)](w, out, K=cols, SPLITS=splits, BLOCK_K=block,
                                      num_warps=16)
+        read = Checked(launch)  # a smoke run takes the checked call's time
         read()
         want = w.view(rows, splits, piece).sum(dim=2).flatten()
         if not torch.allclose(out, want, rtol=1e-4, atol=1e-3):
