@@ -316,7 +316,6 @@ _K_MASKED = ("    elif ENDS_AT_LAST:\n"
              "        on_page = tl.arange(0, offs_t.shape[0]) + t0 >= 0\n"
              "        k = tl.load(base + kv_offs, mask=on_page[:, None], other=0.0).to(q.dtype)\n")
 _DEF_KEY = "@triton.jit\ndef _key_scores("
-_Q_UNSCALE = "        s = s * q_unscale  # q's lane scales, sm_scale folded in where it is finite\n"
 
 
 def _k_edits(fn, scale):
@@ -325,9 +324,7 @@ def _k_edits(fn, scale):
             (_K_TMA, _K_TMA.replace(".to(q.dtype)", "").replace("k = ", f"k = {fn}(")
              .replace("D)\n", "D))\n"), 1),
             (_K_LOAD, f"        k = {fn}(tl.load(base + kv_offs))\n", 1),
-            (_Q_UNSCALE, _Q_UNSCALE.replace("s * q_unscale", f"s * (q_unscale * {scale})"), 1),
-            ("    else:\n        s = s * sm_scale\n",
-             f"    else:\n        s = s * (sm_scale * {scale})\n", 1)]
+            ("    s = s * sm_scale\n", f"    s = s * (sm_scale * {scale})\n", 1)]
 
 
 VARIANTS["k_bits"] = _k_edits("_e4m3_bits", 256.0)
@@ -500,13 +497,9 @@ VARIANTS["regs128"] = VARIANTS["regs168"] = []
 # kernel only (the query-tiled one would scale K twice). Over a cache with scalar scales.
 VARIANTS["scales_per_step"] = [
     ("    sm_scale, v_factor = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n"
-     "    q_unscale, sm_scale = _scores_scales(q_unscale, sm_scale, DOT)\n"
-     "    m_i = tl.full([GP]", "    v_factor = 1.0\n"
-     "    q_unscale, sm_scale = _scores_scales(q_unscale, sm_scale, DOT)\n"
-     "    m_i = tl.full([GP]", 1),
-    ("    if SCALES == \"per_token\":\n        slot = page",
-     "    if SCALES == \"scalar\":\n        s = s * tl.load(k_scale_ptr)\n"
-     "    if SCALES == \"per_token\":\n        slot = page", 1),
+     "    m_i = tl.full([GP]", "    v_factor = 1.0\n    m_i = tl.full([GP]", 1),
+    ("    s = s * sm_scale\n",
+     "    s = s * sm_scale\n    if SCALES == \"scalar\":\n        s = s * tl.load(k_scale_ptr)\n", 1),
     ("            back = v_factor * _P16_BACK\n",
      "            back = _P16_BACK\n            if SCALES == \"scalar\":\n"
      "                back = tl.load(v_scale_ptr) * _P16_BACK\n", 1),
