@@ -3159,6 +3159,34 @@ def test_a_bf16_q_past_fp16s_range_keeps_a_large_scores_scale_over_an_fp8_cache(
             check(got, want)
 
 
+@pytest.mark.parametrize("kv_dtype", [FP8["e4m3"], FP8["e5m2"]])
+@pytest.mark.parametrize("sm_scale", [1e37, -1e37])
+def test_a_scale_that_overflows_folded_into_a_bf16_qs_lanes_scales_the_exponent(kv_dtype,
+                                                                                sm_scale):
+    """Where sm_scale times a lane's power of two (a bf16 q past fp16's range over an fp8
+    cache) overflows, the kernels keep the powers of two as the lanes' factors and scale the
+    exponent instead: scores of about ±1e37 (q·k of a few units; the lane's 2^20 meets keys
+    that are 0 there) give the float64 result, the key of the largest score (the smallest q·k
+    with a negative scale), through the splits' merge too."""
+    case, pos = decode_case([200, 10], Q=1, Hkv=1, G=4, seed=69, kv_dtype=kv_dtype)
+    kv = case["kv"].float()
+    kv[:, 0, :, :, 0] = 0.0  # K's element 0, in every slot
+    kv = kv.to(kv_dtype)
+    q = (case["q"].float() * 0.1).bfloat16()
+    q[:, :, 0] = 2.0 ** 20
+    args = dict(case, q=q, kv=kv, sm_scale=sm_scale)
+    want = ref_sparse_attn(q, kv, case["topk_idx"], case["block_table"], pos, 1, sm_scale)
+    assert bool(torch.isfinite(want).all())
+    for launch in (None, dict(splits=1, num_warps=4, num_stages=2),
+                   dict(splits=4, num_warps=4, num_stages=2),
+                   dict(variant="sparse_attn_tiled", lanes=16, sorted_union=True, splits=2,
+                        num_warps=4, num_stages=2)):
+        out = _poisoned(q, torch.float32)
+        got = (generated.sparse_attn_decode(**args, output=out) if launch is None else
+               sa.sparse_attn_with_launch(launch, "decode", **args, output=out))
+        check(got, want)
+
+
 def test_attention_with_launch_checks_pdl_as_the_entry_does():
     """sparse_attn_with_launch(..., pdl=) raises what sparse_attn_decode raises: a TypeError
     naming pdl for anything but a bool; pdl=False gives the same bits."""

@@ -118,7 +118,7 @@ SEEN = ("    # l = 0 only where no key was visible; a NaN score leaves l NaN, wh
 # (its row sums, kept per key column: `_folded_sums`)
 ROW_SUMS = "    l_i = tl.sum(l_i, axis=1)\n"
 SUMS_INIT = "    l_i = tl.zeros([GP, BLOCK_N], tl.float32)  # (per key column: `_folded_sums`)\n"
-LOOP_ARGS = ("            scale_head_off, q_unscale, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT,"
+LOOP_ARGS = ("            scale_head_off, score_factor, exp_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT,"
              " TMA,\n            FP8_PTX, V_PAIRS, RANGE_ONCE)\n")
 LOOP_END = LOOP_ARGS + ROW_SUMS + SEEN
 # the split kernel's row sums summed at each step, as before 2026-12-05 (within CLOSE's bound)
@@ -160,9 +160,9 @@ VARIANTS = {
                   "    pages = tl.where(usable, ids, -1)")],
     # no softmax arithmetic per step: the scores are the weights and the running sums are
     # not rescaled (timing only: the output is wrong); the loads and both products stay
-    "no_softmax": [("    alpha = tl.exp2((m_i - shift) * _LOG2E)\n",
+    "no_softmax": [("    alpha = tl.exp2((m_i - shift) * exp_scale)\n",
                     "    alpha = m_i * 0.0 + 1.0\n", 1),
-                   ("    p = tl.exp2((s - shift[:, None]) * _LOG2E)\n",
+                   ("    p = tl.exp2((s - shift[:, None]) * exp_scale)\n",
                     "    p = tl.where(s == float(\"-inf\"), 0.0, s)\n", 1)],
     # the ids not read: every row lists blocks 0..topk-1 (no first dependent load; timing
     # only: the output is wrong)
@@ -324,7 +324,7 @@ def _k_edits(fn, scale):
             (_K_TMA, _K_TMA.replace(".to(q.dtype)", "").replace("k = ", f"k = {fn}(")
              .replace("D)\n", "D))\n"), 1),
             (_K_LOAD, f"        k = {fn}(tl.load(base + kv_offs))\n", 1),
-            ("    s = s * sm_scale\n", f"    s = s * (sm_scale * {scale})\n", 1)]
+            ("    s = s * score_factor\n", f"    s = s * (score_factor * {scale})\n", 1)]
 
 
 VARIANTS["k_bits"] = _k_edits("_e4m3_bits", 256.0)
@@ -449,14 +449,11 @@ VARIANTS["k_pairs_tma"] = [(old, new.replace(*_PAIRS_TMA), *rest)
 # step is bound by its own instruction latencies at one warp per scheduler: OPEN_PROBLEMS.md);
 # the same result up to rounding (within CLOSE's bound).
 VARIANTS["log2_scores"] = [
-    ("    sm_scale, v_factor = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n",
-     "    sm_scale, v_factor = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n"
-     "    sm_scale = sm_scale * _LOG2E\n", 2),
-    ("    alpha = tl.exp2((m_i - shift) * _LOG2E)\n    p = tl.exp2((s - shift[:, None]) * _LOG2E)\n",
+    ("    score_factor, exp_scale, lse_unit = _scores_scales(q_unscale, sm_scale, DOT)\n",
+     "    score_factor, exp_scale, lse_unit = _scores_scales(q_unscale, sm_scale, DOT)\n"
+     "    score_factor, lse_unit = score_factor * exp_scale, lse_unit / exp_scale\n", 2),
+    ("    alpha = tl.exp2((m_i - shift) * exp_scale)\n    p = tl.exp2((s - shift[:, None]) * exp_scale)\n",
      "    alpha = tl.exp2(m_i - shift)\n    p = tl.exp2(s - shift[:, None])\n", 1),
-    ("        lse = tl.where(seen, m_i + tl.log(tl.where(seen, l_i, 1.0)), float(\"-inf\"))\n",
-     "        lse = tl.where(seen, m_i * 0.6931471805599453 + tl.log(tl.where(seen, l_i, 1.0)),\n"
-     "                       float(\"-inf\"))\n", 1),
 ]
 
 # Keys masked at every step of the split kernel, as before 2026-12-05 (now only in the block
@@ -497,9 +494,13 @@ VARIANTS["regs128"] = VARIANTS["regs168"] = []
 # kernel only (the query-tiled one would scale K twice). Over a cache with scalar scales.
 VARIANTS["scales_per_step"] = [
     ("    sm_scale, v_factor = _scalar_scales(sm_scale, k_scale_ptr, v_scale_ptr, SCALES)\n"
-     "    m_i = tl.full([GP]", "    v_factor = 1.0\n    m_i = tl.full([GP]", 1),
-    ("    s = s * sm_scale\n",
-     "    s = s * sm_scale\n    if SCALES == \"scalar\":\n        s = s * tl.load(k_scale_ptr)\n", 1),
+     "    score_factor, exp_scale, lse_unit = _scores_scales(q_unscale, sm_scale, DOT)\n"
+     "    m_i = tl.full([GP]", "    v_factor = 1.0\n"
+     "    score_factor, exp_scale, lse_unit = _scores_scales(q_unscale, sm_scale, DOT)\n"
+     "    m_i = tl.full([GP]", 1),
+    ("    s = s * score_factor\n",
+     "    s = s * score_factor\n    if SCALES == \"scalar\":\n        s = s * tl.load(k_scale_ptr)\n",
+     1),
     ("            back = v_factor * _P16_BACK\n",
      "            back = _P16_BACK\n            if SCALES == \"scalar\":\n"
      "                back = tl.load(v_scale_ptr) * _P16_BACK\n", 1),
@@ -606,7 +607,7 @@ VARIANTS["cluster_merge"] = [
 # KEYS_ROWS_TOL, not bit for bit).
 KEYS_ROWS_FUNCTIONS = """@triton.jit
 def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_kd,
-                k_scale_ptr, scale_head_off, q_unscale, sm_scale, kv_desc, kv_head, t0,
+                k_scale_ptr, scale_head_off, score_factor, kv_desc, kv_head, t0,
                 D: tl.constexpr, SCALES: tl.constexpr, DOT: tl.constexpr, TMA: tl.constexpr,
                 ENDS_AT_LAST: tl.constexpr):
     # scaled scores K·q^T [keys, lanes] (q given transposed, [D, lanes]; tiles by pointers)
@@ -620,24 +621,25 @@ def _key_scores(q, page, offs_t, kv_ptr, head_off, stride_kp, stride_kt, stride_
     else:
         s = tl.dot(k, q)
     if DOT == "fp16":
-        s = s * tl.trans(q_unscale)  # (the lanes' scales: [lanes, 1])
-    s = s * sm_scale
+        s = s * tl.trans(score_factor)  # (the lanes' factors: [lanes, 1])
+    else:
+        s = s * score_factor
     if SCALES == "per_token":
         slot = page.to(tl.int64) * _BLOCK + offs_t
         s = s * tl.load(k_scale_ptr + scale_head_off + slot)[:, None]
     return s, base
 """
 KEYS_ROWS_FOLD = """@triton.jit
-def _fold_scores(q, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_scale_ptr,
-                 v_factor, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
+def _fold_scores(q, m_i, l_i, acc, s, exp_scale, v_rows, base, v_offs, v_slot, v_off,
+                 v_scale_ptr, v_factor, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
                  DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
                  V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr, ENDS_AT_LAST: tl.constexpr):
     # s [keys, lanes], acc [D, lanes] (16-bit caches: no fp16 probabilities' V scale range,
     # no V pairs)
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp2((m_i - shift) * _LOG2E)
-    p = tl.exp2((s - shift[None, :]) * _LOG2E)
+    alpha = tl.exp2((m_i - shift) * exp_scale)
+    p = tl.exp2((s - shift[None, :]) * exp_scale)
     l_i = l_i * alpha + tl.sum(p, axis=0)
     if SCALES == "scalar":
         p = p * v_factor
@@ -686,8 +688,8 @@ VARIANTS["wgmma_split_only"] = VARIANTS["wgmma"] + VARIANTS["split_only"]
 # Triton would not move it). The kernel's result with the products added in another order
 # (checked within CLOSE's bound).
 TILE_KEYS_ROWS_FOLD = """@triton.jit
-def _fold_scores_t(qt, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_scale_ptr,
-                   v_factor, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
+def _fold_scores_t(qt, m_i, l_i, acc, s, exp_scale, v_rows, base, v_offs, v_slot, v_off,
+                   v_scale_ptr, v_factor, scale_head_off, kv_desc, kv_head, page, t0, SCALES: tl.constexpr,
                    DOT: tl.constexpr, TMA: tl.constexpr, FP8_PTX: tl.constexpr,
                    V_PAIRS: tl.constexpr, RANGE_ONCE: tl.constexpr, ENDS_AT_LAST: tl.constexpr):
     # `_fold_scores` transposed: s [keys, lanes], acc [D, lanes] (V not as pairs, widened by
@@ -695,8 +697,8 @@ def _fold_scores_t(qt, m_i, l_i, acc, s, v_rows, base, v_offs, v_slot, v_off, v_
     FP8: tl.constexpr = base.dtype.element_ty.primitive_bitwidth == 8
     m_new = tl.maximum(m_i, tl.max(s, axis=0))
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp2((m_i - shift) * _LOG2E)
-    p = tl.exp2((s - shift[None, :]) * _LOG2E)
+    alpha = tl.exp2((m_i - shift) * exp_scale)
+    p = tl.exp2((s - shift[None, :]) * exp_scale)
     l_i = l_i * alpha + tl.sum(p, axis=0)
     # V^T [D, keys]: by pointers read transposed (d along the first axis), so that no tile
     # is transposed in registers
@@ -769,8 +771,8 @@ VARIANTS["tile_keys_rows"] = [
      + TILE_KEYS_ROWS_BLOCK),
     ("    acc = tl.zeros([LANES, D], tl.float32)\n",
      "    acc = tl.zeros([D, LANES], tl.float32)\n    qt = tl.trans(q)\n"
-     "    if DOT == \"fp16\":  # (the lanes' scales: [lanes, 1])\n"
-     "        q_unscale = tl.trans(q_unscale)\n"),
+     "    if DOT == \"fp16\":  # (the lanes' factors: [lanes, 1])\n"
+     "        score_factor = tl.trans(score_factor)\n"),
     ("_attend_tile_block(\n                q, m_i,", "_attend_tile_block(\n                qt, m_i,"),
     ("_attend_tile_block(\n                        q, m_i,",
      "_attend_tile_block(\n                        qt, m_i,"),
@@ -784,8 +786,8 @@ VARIANTS["tile_keys_rows"] = [
 WARP_SPLITS_BLOCK = """@triton.jit
 def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
                      kv_ptr, head_off, stride_kp, stride_kt, stride_kd, v_off,
-                     k_scale_ptr, v_scale_ptr, v_factor, scale_head_off, q_unscale, sm_scale,
-                     kv_desc, kv_head,
+                     k_scale_ptr, v_scale_ptr, v_factor, scale_head_off, score_factor,
+                     exp_scale, kv_desc, kv_head,
                      D: tl.constexpr, BLOCK_N: tl.constexpr, SCALES: tl.constexpr,
                      DOT: tl.constexpr, TMA: tl.constexpr, WS: tl.constexpr):
     # (tiles by pointers)
@@ -800,9 +802,7 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
         s = tl.dot(q, tl.permute(k, (0, 2, 1)), input_precision="tf32x3")
     else:
         s = tl.dot(q, tl.permute(k, (0, 2, 1)))
-    if DOT == "fp16":
-        s = s * q_unscale
-    s = s * sm_scale
+    s = s * score_factor
     slot = page.to(tl.int64) * _BLOCK + offs_t
     if SCALES == "per_token":
         s = s * tl.load(k_scale_ptr + scale_head_off + slot)[:, None, :]
@@ -811,8 +811,8 @@ def _attend_block_ws(q, m_i, l_i, acc, b, page, part, pos, seq_len,
     s = tl.where(visible[:, None, :], s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, axis=2))
     shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp2((m_i - shift) * _LOG2E)
-    p = tl.exp2((s - shift[:, :, None]) * _LOG2E)
+    alpha = tl.exp2((m_i - shift) * exp_scale)
+    p = tl.exp2((s - shift[:, :, None]) * exp_scale)
     l_i = l_i * alpha + tl.sum(p, axis=2)
     if SCALES == "scalar":
         p = p * v_factor
@@ -840,11 +840,11 @@ VARIANTS["warp_splits"] = [
      "    acc = tl.zeros([WS, GP, D], tl.float32)\n"),
     ("        m_i, l_i, acc = _attend_block(\n", "        m_i, l_i, acc = _attend_block_ws(\n"),
     (LOOP_END,
-     "            scale_head_off, q_unscale, sm_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT, TMA,"
-     " WS)\n"
+     "            scale_head_off, score_factor, exp_scale, kv_desc, g, D, BLOCK_N, SCALES, DOT,"
+     " TMA, WS)\n"
      "    # the warps' partials, combined\n"
      "    m_all = tl.max(m_i, axis=0)\n"
-     "    w = tl.exp2((m_i - tl.where(m_all == float(\"-inf\"), 0.0, m_all)[None, :]) * _LOG2E)\n"
+     "    w = tl.exp2((m_i - tl.where(m_all == float(\"-inf\"), 0.0, m_all)[None, :]) * exp_scale)\n"
      "    l_i = tl.sum(l_i * w, axis=0)\n"
      "    acc = tl.sum(acc * w[:, :, None], axis=0)\n"
      "    m_i = m_all\n" + SEEN),
