@@ -3128,11 +3128,12 @@ def test_sm_scale_at_fp32s_largest_value_is_served():
 @pytest.mark.parametrize("kv_dtype", [FP8["e4m3"], FP8["e5m2"]])
 def test_a_bf16_q_past_fp16s_range_keeps_a_large_scores_scale_over_an_fp8_cache(kv_dtype):
     """A bf16 q over an fp8 cache is scaled per lane into fp16's range (down, for a lane whose
-    largest element is 2^15 or more); the inverse power of two is applied to the products
-    apart from sm_scale (times a scalar k_scale), so an accepted scale near fp32's largest
-    does not overflow where the scores do not: here every key is 0 at the lanes' large
-    element, so the scores are q·k times 1 (sm_scale 1e38 times k_scale 1e-38), or exactly 0
-    (no scales, sm_scale 1e37). Every kernel gives the float64 reference."""
+    largest element is 2^15 or more); an accepted scale near fp32's largest then must not
+    overflow with the inverse power of two where the scores do not: here every key is 0 at
+    the lanes' large element, so the scores are q·k times 1 (sm_scale 1e38 times k_scale
+    1e-38: folded into the lanes' factors), or exactly 0 (no scales, sm_scale 1e37: the
+    lanes' factors overflow folded, and the exponent takes the scale). Every kernel gives
+    the float64 reference."""
     case, pos = decode_case([200, 10], Q=1, Hkv=1, G=4, seed=68, kv_dtype=kv_dtype)
     kv = case["kv"].float()
     kv[:, 0, :, :, 0] = 0.0  # K's element 0, in every slot

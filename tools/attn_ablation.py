@@ -447,7 +447,8 @@ VARIANTS["k_pairs_tma"] = [(old, new.replace(*_PAIRS_TMA), *rest)
 # exponent is one subtraction (exp2(s - m)), not a subtraction and a multiply; the log-sum-exp
 # of the partials back in natural units. Fewer instructions per key step in both kernels (the
 # step is bound by its own instruction latencies at one warp per scheduler: OPEN_PROBLEMS.md);
-# the same result up to rounding (within CLOSE's bound).
+# the same result up to rounding (within CLOSE's bound), but where `_scores_scales` takes the
+# scale into the exponent (the factors times it may overflow there).
 VARIANTS["log2_scores"] = [
     ("    score_factor, exp_scale, lse_unit = _scores_scales(q_unscale, sm_scale, DOT)\n",
      "    score_factor, exp_scale, lse_unit = _scores_scales(q_unscale, sm_scale, DOT)\n"
